@@ -1,0 +1,15 @@
+"""jaxpaged: paged attention and MLA decode for JAX serving stacks, as XLA FFI kernels.
+
+    out = jaxpaged.paged_attention(q, k_cache, v_cache, kv_lens, block_tables)
+    out, lse = jaxpaged.mla_decode(q_nope, q_pe, ckv_cache, None, kv_lens, block_tables, scale=s)
+
+Both are jittable and vmappable; jaxpaged.reference holds their exact jnp definitions.
+"""
+
+from jaxpaged import reference
+from jaxpaged._extension import GPU_PLATFORM as gpu_platform
+from jaxpaged.mla_decode import mla_decode
+from jaxpaged.paged_attention import paged_attention
+
+__all__ = ["paged_attention", "mla_decode", "reference", "gpu_platform"]
+__version__ = "0.1.0"

@@ -1,0 +1,155 @@
+"""The paged_attention primitive: shape rule, lowering, batching rule; and the public function.
+
+Semantics are defined by jaxpaged.reference.paged_attention; see its docstring.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+from jax.interpreters import batching
+
+from jaxpaged import _checks, _primitive
+
+SUPPORTED_HEAD_DIMS = (64, 128, 256)
+KV_LAYOUTS = {"NHD": 0, "HND": 1}
+
+
+def _cache_dims(k_shape, kv_layout: int):
+    """(num_pages, page_size, num_kv_heads, head_dim) of a cache shape in either layout."""
+    if kv_layout == KV_LAYOUTS["HND"]:
+        num_pages, num_kv_heads, page_size, head_dim = k_shape
+    else:
+        num_pages, page_size, num_kv_heads, head_dim = k_shape
+    return num_pages, page_size, num_kv_heads, head_dim
+
+
+def _abstract_eval(q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens, *, scale, soft_cap,
+                   sliding_window, kv_layout, decode_only):
+    layout = "[num_pages, page_size, Hkv, D]" if kv_layout == 0 else "[num_pages, Hkv, page_size, D]"
+    _checks.check_rank("q", q, 3, "[T, Hq, D]")
+    _checks.check_float("q", q)
+    _checks.check_rank("k_cache", k_cache, 4, layout)
+    _checks.check_same_dtype("k_cache", k_cache, "q", q)
+    _checks.check_same_dtype("v_cache", v_cache, "q", q)
+    if v_cache.shape != k_cache.shape:
+        raise ValueError(f"v_cache must have the shape of k_cache {k_cache.shape}; got {v_cache.shape}")
+    num_tokens, num_q_heads, head_dim = q.shape
+    _, page_size, num_kv_heads, cache_head_dim = _cache_dims(k_cache.shape, kv_layout)
+    if head_dim not in SUPPORTED_HEAD_DIMS:
+        raise ValueError(f"q: head dim must be one of {SUPPORTED_HEAD_DIMS}; got {head_dim}")
+    if cache_head_dim != head_dim:
+        raise ValueError(f"k_cache: head dim must match q's {head_dim}; got {cache_head_dim} "
+                         f"(shape {k_cache.shape}, layout {layout})")
+    if num_kv_heads < 1 or num_q_heads % num_kv_heads:
+        raise ValueError(f"q: num_q_heads ({num_q_heads}) must be a multiple of the caches' "
+                         f"num_kv_heads ({num_kv_heads})")
+    _checks.check_page_size("k_cache", page_size)
+    if kv_lens.ndim != 1:
+        raise ValueError(f"kv_lens must have shape [S]; got shape {kv_lens.shape}")
+    num_seqs = kv_lens.shape[0]
+    _checks.check_int32("kv_lens", kv_lens, (num_seqs,), "[S]")
+    if block_tables.ndim != 2:
+        raise ValueError(f"block_tables must have shape [S, max_pages]; got shape {block_tables.shape}")
+    _checks.check_int32("block_tables", block_tables, (num_seqs, block_tables.shape[1]), "[S, max_pages]")
+    _checks.check_int32("cu_q_lens", cu_q_lens, (num_seqs + 1,), "[S + 1]")
+    if decode_only and num_tokens != num_seqs:
+        raise ValueError(f"q: without cu_q_lens (pure decode) q must have one row per sequence: "
+                         f"T ({num_tokens}) must equal len(kv_lens) ({num_seqs})")
+    return (jax.core.ShapedArray(q.shape, q.dtype),
+            jax.core.ShapedArray((num_tokens, num_q_heads), jnp.float32))
+
+
+paged_attention_p = _primitive.make_primitive("jaxpaged_paged_attention", _abstract_eval)
+
+
+def _workspace_floats(avals_in, params) -> int:
+    q, k_cache, _, _, block_tables, _ = avals_in
+    num_tokens, num_q_heads, head_dim = q.shape
+    _, page_size, num_kv_heads, _ = _cache_dims(k_cache.shape, params["kv_layout"])
+    splits = _primitive.kv_split_cap(num_tokens * num_kv_heads, block_tables.shape[1] * page_size)
+    if splits == 1:
+        return 0
+    return splits * num_tokens * num_q_heads * (head_dim + 1)
+
+
+_primitive.register_lowerings(paged_attention_p, "jaxpaged_paged_attention",
+                              workspace_floats=_workspace_floats)
+
+
+def _batch_rule(args, dims, *, decode_only, kv_layout, **params):
+    """vmap folds the mapped axis into the token and sequence axes: one call, no Python loop.
+
+    Instance i's sequences keep their own rows, and when the caches are mapped, its pages are
+    offset by i * num_pages in the stacked cache. In a ragged call each instance gets one extra
+    empty sequence (kv_len 0) that owns its padding rows, so they stay padding.
+    """
+    _, (q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens) = _primitive.batched_at_front(args, dims)
+    n, num_tokens = q.shape[:2]
+    num_seqs = kv_lens.shape[1]
+    num_pages = k_cache.shape[1]
+    if dims[1] is not None or dims[2] is not None:
+        k_cache = k_cache.reshape((n * num_pages,) + k_cache.shape[2:])
+        v_cache = v_cache.reshape((n * num_pages,) + v_cache.shape[2:])
+        block_tables = block_tables + (jnp.arange(n, dtype=jnp.int32) * num_pages)[:, None, None]
+    else:
+        k_cache, v_cache = k_cache[0], v_cache[0]  # shared by all instances
+    if not decode_only:
+        cu = jnp.clip(cu_q_lens, 0, num_tokens) + (jnp.arange(n, dtype=jnp.int32) * num_tokens)[:, None]
+        cu_q_lens = jnp.concatenate([cu.reshape(-1), jnp.array([n * num_tokens], jnp.int32)])
+        kv_lens = jnp.pad(kv_lens, ((0, 0), (0, 1)))
+        block_tables = jnp.pad(block_tables, ((0, 0), (0, 1), (0, 0)))
+        num_seqs += 1
+    else:
+        cu_q_lens = jnp.arange(n * num_seqs + 1, dtype=jnp.int32)
+    out, lse = paged_attention_p.bind(
+        q.reshape((n * num_tokens,) + q.shape[2:]), k_cache, v_cache, kv_lens.reshape(-1),
+        block_tables.reshape(n * num_seqs, -1), cu_q_lens, decode_only=decode_only,
+        kv_layout=kv_layout, **params)
+    return (out.reshape((n, num_tokens) + out.shape[1:]), lse.reshape((n, num_tokens, -1))), (0, 0)
+
+
+batching.primitive_batchers[paged_attention_p] = _batch_rule
+
+
+def paged_attention(q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens=None, *, scale=None,
+                    soft_cap=None, sliding_window=None, kv_layout="NHD", return_lse=False):
+    """Attention of query tokens over a paged KV cache (GQA/MQA/MHA; decode and chunked prefill).
+
+    Args:
+      q: [T, Hq, D] query rows, bfloat16/float16 (GPU) or also float32 (CPU).
+      k_cache, v_cache: [num_pages, page_size, Hkv, D] ("NHD") or [num_pages, Hkv, page_size, D]
+        ("HND"), q's dtype. Hq must be a multiple of Hkv; D one of 64, 128, 256.
+      kv_lens: int32 [S], tokens in each sequence's cache (including the query chunk's own).
+      block_tables: int32 [S, max_pages], the cache pages of each sequence in order.
+      cu_q_lens: int32 [S + 1] cumulative query rows per sequence, or None for pure decode
+        (T == S: row s is sequence s's single new token).
+      scale: score scale, default 1/sqrt(D). soft_cap: if set, scores become c*tanh(s/c).
+      sliding_window: if set to W, a query at position P sees keys in (P - W, P].
+      kv_layout: "NHD" or "HND". return_lse: also return the log-sum-exp [T, Hq] float32.
+
+    Returns:
+      out [T, Hq, D] in q's dtype, or (out, lse) with return_lse=True. The exact rule for which
+      keys each row sees, and for padding rows, is in jaxpaged.reference.paged_attention.
+    """
+    if kv_layout not in KV_LAYOUTS:
+        raise ValueError(f"kv_layout must be 'NHD' or 'HND'; got {kv_layout!r}")
+    if soft_cap is not None and not soft_cap > 0:
+        raise ValueError(f"soft_cap must be a positive number or None; got {soft_cap!r}")
+    if sliding_window is not None and (int(sliding_window) != sliding_window or sliding_window < 1):
+        raise ValueError(f"sliding_window must be a positive integer or None; got {sliding_window!r}")
+    q = jnp.asarray(q)
+    if q.ndim != 3:
+        raise ValueError(f"q must have shape [T, Hq, D] (rank 3); got shape {q.shape}")
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[-1])
+    decode_only = cu_q_lens is None
+    if decode_only:
+        cu_q_lens = jnp.arange(jnp.shape(kv_lens)[0] + 1, dtype=jnp.int32)
+    out, lse = paged_attention_p.bind(
+        q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens, scale=float(scale),
+        soft_cap=float(soft_cap or 0.0), sliding_window=int(sliding_window or 0),
+        kv_layout=KV_LAYOUTS[kv_layout], decode_only=decode_only)
+    return (out, lse) if return_lse else out

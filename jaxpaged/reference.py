@@ -1,0 +1,144 @@
+"""Plain-jnp definitions of jaxpaged's ops: the semantics every kernel must reproduce.
+
+They are exact (float32 math) and memory-bounded (rows are processed in chunks with lax.map), so
+they double as a slow fallback anywhere JAX runs. Tests compare every kernel against them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+
+# Rows gathered at once are capped so that their float32 K/V copies stay near this many bytes.
+_CHUNK_BYTES = 1 << 28
+
+
+def _rows_per_chunk(bytes_per_row: int) -> int:
+    return max(1, _CHUNK_BYTES // max(bytes_per_row, 1))
+
+
+def paged_attention(q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens=None, *, scale=None,
+                    soft_cap=None, sliding_window=None, kv_layout="NHD", return_lse=False):
+    """Reference paged attention. The rule, for query row t:
+
+    * Row t belongs to sequence s when cu[s] <= t < cu[s+1], with cu = clip(cu_q_lens, 0, T)
+      (cu_q_lens=None means cu = arange(S+1): row s is sequence s's one decode token). Rows owned
+      by no sequence are padding: output 0, lse -inf.
+    * With q_len = cu[s+1] - cu[s], p = t - cu[s] and L = clip(kv_lens[s], 0, max_pages*page_size),
+      the query chunk is the last q_len tokens of the sequence, so the row sees keys j with
+      0 <= j < L and j <= L - q_len + p; with sliding_window=W also j > L - q_len + p - W.
+    * Key j of sequence s lives in page block_tables[s, j // page_size], slot j % page_size. Only
+      pages holding visible keys are read. If such a page id is outside [0, num_pages), the row's
+      output and lse are NaN (a device op cannot raise; NaN is the loud signal).
+    * score = scale * q.k (scale defaults to 1/sqrt(D)); with soft_cap=c, score = c*tanh(score/c).
+      Output = softmax(scores) @ V in q's dtype; lse = log(sum(exp(scores))) in float32. A row
+      that sees no key gets output 0 and lse -inf.
+    """
+    T, Hq, D = q.shape
+    if kv_layout == "HND":
+        k_cache, v_cache = k_cache.transpose(0, 2, 1, 3), v_cache.transpose(0, 2, 1, 3)
+    num_pages, page_size, Hkv, _ = k_cache.shape
+    S, max_pages = block_tables.shape
+    capacity = max_pages * page_size
+    scale = 1.0 / math.sqrt(D) if scale is None else scale
+
+    rows = jnp.arange(T, dtype=jnp.int32)
+    if cu_q_lens is None:
+        seq, valid = rows, jnp.ones((T,), bool)
+        q_begin, q_len = rows, jnp.ones((T,), jnp.int32)
+    else:
+        cu = jnp.clip(cu_q_lens, 0, T)
+        seq = jnp.clip(jnp.searchsorted(cu[:S], rows, side="right").astype(jnp.int32) - 1, 0, S - 1)
+        q_begin, q_end = cu[seq], cu[seq + 1]
+        valid = (rows >= q_begin) & (rows < q_end)
+        q_len = q_end - q_begin
+    L = jnp.clip(kv_lens[seq], 0, capacity)
+    last = L - q_len + (rows - q_begin)                  # newest visible key
+    end = jnp.where(valid, jnp.minimum(L, last + 1), 0)  # visible keys: [begin, end)
+    begin = jnp.maximum(0, last - sliding_window + 1) if sliding_window else jnp.zeros_like(last)
+
+    key_pos = jnp.arange(capacity)
+
+    def one_row(args):
+        q_row, s, b, e = args
+        pages = block_tables[s][key_pos // page_size]
+        visible = (key_pos >= b) & (key_pos < e)
+        bad = jnp.any(visible & ((pages < 0) | (pages >= num_pages)))
+        safe = jnp.clip(pages, 0, num_pages - 1)
+        # Unread cache rows may hold anything (NaN included): zero them so 0 * NaN cannot leak.
+        keep = visible[:, None, None]
+        k = jnp.where(keep, k_cache[safe, key_pos % page_size].astype(jnp.float32), 0.0)
+        v = jnp.where(keep, v_cache[safe, key_pos % page_size].astype(jnp.float32), 0.0)
+        qg = q_row.astype(jnp.float32).reshape(Hkv, Hq // Hkv, D)
+        s_ = jnp.einsum("hgd,khd->hgk", qg, k, precision=jax.lax.Precision.HIGHEST) * scale
+        if soft_cap:
+            s_ = soft_cap * jnp.tanh(s_ / soft_cap)
+        s_ = jnp.where(visible, s_, -jnp.inf)
+        m = jnp.max(s_, axis=-1, keepdims=True)
+        w = jnp.where(visible, jnp.exp(s_ - jnp.where(jnp.isfinite(m), m, 0.0)), 0.0)
+        l = jnp.sum(w, axis=-1)
+        o = jnp.einsum("hgk,khd->hgd", w, v, precision=jax.lax.Precision.HIGHEST)
+        o = jnp.where(l[..., None] > 0, o / jnp.where(l > 0, l, 1.0)[..., None], 0.0)
+        lse = jnp.where(l > 0, m[..., 0] + jnp.log(jnp.where(l > 0, l, 1.0)), -jnp.inf)
+        o = jnp.where(bad, jnp.nan, o)
+        lse = jnp.where(bad, jnp.nan, lse)
+        return o.reshape(Hq, D), lse.reshape(Hq)
+
+    chunk = _rows_per_chunk(2 * capacity * Hkv * D * 4)
+    out, lse = jax.lax.map(one_row, (q, seq, begin, end), batch_size=min(chunk, T) or None)
+    out = out.astype(q.dtype)
+    return (out, lse) if return_lse else out
+
+
+def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, scale, causal=False):
+    """Reference MLA decode. For batch row b with L = clip(kv_lens[b], 0, max_pages*page_size):
+
+    * key j (0 <= j < L) is the cache row at page block_tables[b, j // page_size], slot
+      j % page_size: latent c_j (512) and rope r_j (64); kpe_cache=None means ckv_cache is the
+      combined [.., 576] layout, latent then rope.
+    * score(i, h, j) = scale * (q_nope[b,i,h].c_j + q_pe[b,i,h].r_j); query i sees all j < L, or
+      with causal=True only j <= L - s_q + i.
+    * out = softmax(scores) @ c (the latent doubles as the value), in q's dtype; lse float32.
+      Rows that see no key: out 0, lse -inf. If any of the first ceil(L/page_size) page ids is
+      outside [0, num_pages), all of row b's outputs and lse are NaN.
+    """
+    B, s_q, H, DL = q_nope.shape
+    if kpe_cache is None:
+        latent_all, rope_all = ckv_cache[..., :DL], ckv_cache[..., DL:]
+    else:
+        latent_all, rope_all = ckv_cache, kpe_cache
+    num_pages, page_size, _ = latent_all.shape
+    max_pages = block_tables.shape[1]
+    capacity = max_pages * page_size
+    key_pos = jnp.arange(capacity)
+    L = jnp.clip(kv_lens, 0, capacity)
+
+    def one_batch(args):
+        qn, qp, pages_b, l_b = args
+        pages = pages_b[key_pos // page_size]
+        present = key_pos < l_b
+        bad = jnp.any(present & ((pages < 0) | (pages >= num_pages)))
+        safe = jnp.clip(pages, 0, num_pages - 1)
+        keep = present[:, None]  # unread rows may hold anything: zero them (0 * NaN would leak)
+        c = jnp.where(keep, latent_all[safe, key_pos % page_size].astype(jnp.float32), 0.0)
+        r = jnp.where(keep, rope_all[safe, key_pos % page_size].astype(jnp.float32), 0.0)
+        hp = jax.lax.Precision.HIGHEST
+        s_ = (jnp.einsum("ihd,kd->ihk", qn.astype(jnp.float32), c, precision=hp)
+              + jnp.einsum("ihd,kd->ihk", qp.astype(jnp.float32), r, precision=hp)) * scale
+        end = l_b - s_q + 1 + jnp.arange(s_q) if causal else jnp.full((s_q,), l_b)
+        visible = key_pos[None, :] < jnp.minimum(end, l_b)[:, None]  # [s_q, capacity]
+        visible = visible[:, None, :]
+        s_ = jnp.where(visible, s_, -jnp.inf)
+        m = jnp.max(s_, axis=-1, keepdims=True)
+        w = jnp.where(visible, jnp.exp(s_ - jnp.where(jnp.isfinite(m), m, 0.0)), 0.0)
+        l = jnp.sum(w, axis=-1)
+        o = jnp.einsum("ihk,kd->ihd", w, c, precision=hp)
+        o = jnp.where(l[..., None] > 0, o / jnp.where(l > 0, l, 1.0)[..., None], 0.0)
+        lse = jnp.where(l > 0, m[..., 0] + jnp.log(jnp.where(l > 0, l, 1.0)), -jnp.inf)
+        return jnp.where(bad, jnp.nan, o), jnp.where(bad, jnp.nan, lse)
+
+    chunk = _rows_per_chunk(capacity * (DL + rope_all.shape[-1]) * 4 + s_q * H * capacity * 8)
+    out, lse = jax.lax.map(one_batch, (q_nope, q_pe, block_tables, L), batch_size=min(chunk, B) or None)
+    return out.astype(q_nope.dtype), lse

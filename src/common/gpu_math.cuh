@@ -1,0 +1,69 @@
+// Device helpers shared by the kernels: 16-bit float conversion, 16-byte vector loads, a fast
+// exp2, and the online-softmax state that partial results merge through.
+#pragma once
+
+#include <cstdint>
+
+#include "gpu_vendor.h"
+
+namespace jaxpaged {
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+__device__ __forceinline__ float fast_exp2(float x) {
+#if defined(__HIPCC__)
+  return exp2f(x);
+#else
+  float y;  // ex2.approx: 2 ulp, and exp2(-inf) = 0, which masking relies on
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#endif
+}
+
+__device__ __forceinline__ float to_float(gpu_half x) { return __half2float(x); }
+__device__ __forceinline__ float to_float(gpu_bf16 x) { return __bfloat162float(x); }
+
+template <typename T>
+__device__ __forceinline__ T from_float(float x);
+template <>
+__device__ __forceinline__ gpu_half from_float<gpu_half>(float x) { return __float2half_rn(x); }
+template <>
+__device__ __forceinline__ gpu_bf16 from_float<gpu_bf16>(float x) { return __float2bfloat16_rn(x); }
+
+// Eight 16-bit floats as one 16-byte load.
+struct Vec8 {
+  uint4 raw;
+};
+
+template <typename T>
+__device__ __forceinline__ Vec8 load_vec8(const T* p) {
+  Vec8 v;
+  v.raw = *reinterpret_cast<const uint4*>(p);
+  return v;
+}
+
+template <typename T>
+__device__ __forceinline__ void vec8_to_float(const Vec8& v, float out[8]) {
+  const T* e = reinterpret_cast<const T*>(&v.raw);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) out[i] = to_float(e[i]);
+}
+
+// Specialised: bf16 -> f32 is a shift, cheaper than the generic conversion.
+template <>
+__device__ __forceinline__ void vec8_to_float<gpu_bf16>(const Vec8& v, float out[8]) {
+  const uint32_t w[4] = {v.raw.x, v.raw.y, v.raw.z, v.raw.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    out[2 * i] = __uint_as_float(w[i] << 16);
+    out[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
+  }
+}
+
+// Rescale factor exp2(old_max - new_max), with an empty state (max = -inf) mapping to 0.
+__device__ __forceinline__ float rescale(float old_max, float new_max) {
+  return old_max == -INFINITY ? 0.f : fast_exp2(old_max - new_max);
+}
+
+}  // namespace jaxpaged

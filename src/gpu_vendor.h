@@ -1,0 +1,35 @@
+// CUDA and HIP spellings in one place, so kernel sources are written once for both.
+// Only CUDA is built and tested today; the HIP side names what a ROCm build would need.
+#pragma once
+
+#if defined(__HIPCC__) || defined(JAXPAGED_HIP)
+#include <hip/hip_bf16.h>
+#include <hip/hip_fp16.h>
+#include <hip/hip_runtime.h>
+using gpuStream_t = hipStream_t;
+using gpuError_t = hipError_t;
+using gpu_half = __half;
+using gpu_bf16 = __hip_bfloat16;
+#define gpuSuccess hipSuccess
+#define gpuGetLastError hipGetLastError
+#define gpuGetErrorString hipGetErrorString
+#define gpuGetDevice hipGetDevice
+#define gpuDeviceGetAttribute hipDeviceGetAttribute
+#define gpuDevAttrMultiProcessorCount hipDeviceAttributeMultiprocessorCount
+#define JP_SHFL_XOR(v, mask) __shfl_xor((v), (mask), 32)
+#else
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+using gpuStream_t = cudaStream_t;
+using gpuError_t = cudaError_t;
+using gpu_half = __half;
+using gpu_bf16 = __nv_bfloat16;
+#define gpuSuccess cudaSuccess
+#define gpuGetLastError cudaGetLastError
+#define gpuGetErrorString cudaGetErrorString
+#define gpuGetDevice cudaGetDevice
+#define gpuDeviceGetAttribute cudaDeviceGetAttribute
+#define gpuDevAttrMultiProcessorCount cudaDevAttrMultiProcessorCount
+#define JP_SHFL_XOR(v, mask) __shfl_xor_sync(0xffffffffu, (v), (mask))
+#endif

@@ -1,0 +1,85 @@
+// The FFI signature of MLA decode, and its decoding into MlaDecodeParams (shared by all platforms).
+#pragma once
+
+#include "common/ffi_helpers.h"
+#include "mla_decode/params.h"
+
+namespace jaxpaged {
+
+// For the combined cache layout ([pages, page, 576], FlashMLA's) the caller passes the same
+// buffer as ckv_cache and kpe_cache; the rope part is then addressed 512 elements into each row.
+inline auto mla_decode_binding() {
+  return ffi::Ffi::Bind()
+      .Arg<ffi::AnyBuffer>()          // q_nope
+      .Arg<ffi::AnyBuffer>()          // q_pe
+      .Arg<ffi::AnyBuffer>()          // ckv_cache
+      .Arg<ffi::AnyBuffer>()          // kpe_cache (or ckv_cache again, combined layout)
+      .Arg<ffi::Buffer<ffi::S32>>()   // kv_lens
+      .Arg<ffi::Buffer<ffi::S32>>()   // block_tables
+      .Attr<float>("scale")
+      .Attr<int32_t>("causal")
+      .Ret<ffi::AnyBuffer>()          // out
+      .Ret<ffi::Buffer<ffi::F32>>();  // lse
+}
+
+inline ffi::Error decode_mla_decode(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, ffi::AnyBuffer ckv,
+                                    ffi::AnyBuffer kpe, ffi::Buffer<ffi::S32> kv_lens,
+                                    ffi::Buffer<ffi::S32> block_tables, float scale, int32_t causal,
+                                    ffi::Result<ffi::AnyBuffer>& out,
+                                    ffi::Result<ffi::Buffer<ffi::F32>>& lse, MlaDecodeParams* p) {
+  JP_RETURN_IF_ERROR(check_rank(q_nope.dimensions(), 4, "q_nope"));
+  JP_RETURN_IF_ERROR(check_rank(q_pe.dimensions(), 4, "q_pe"));
+  JP_RETURN_IF_ERROR(check_rank(ckv.dimensions(), 3, "ckv_cache"));
+  JP_RETURN_IF_ERROR(check_rank(kpe.dimensions(), 3, "kpe_cache"));
+  JP_RETURN_IF_ERROR(check_rank(kv_lens.dimensions(), 1, "kv_lens"));
+  JP_RETURN_IF_ERROR(check_rank(block_tables.dimensions(), 2, "block_tables"));
+  const auto dt = q_nope.element_type();
+  if (q_pe.element_type() != dt || ckv.element_type() != dt || kpe.element_type() != dt ||
+      out->element_type() != dt) {
+    return ffi::Error::InvalidArgument("jaxpaged: MLA inputs and out must share a dtype");
+  }
+  const auto qd = q_nope.dimensions(), cd = ckv.dimensions();
+  p->batch = qd[0];
+  p->s_q = qd[1];
+  p->num_heads = qd[2];
+  JP_RETURN_IF_ERROR(check_dim(qd[3], kMlaLatentDim, "q_nope's last dim"));
+  for (size_t i = 0; i < 3; ++i) JP_RETURN_IF_ERROR(check_dim(q_pe.dimensions()[i], qd[i], "a q_pe dimension"));
+  JP_RETURN_IF_ERROR(check_dim(q_pe.dimensions()[3], kMlaRopeDim, "q_pe's last dim"));
+  p->num_pages = cd[0];
+  p->page_size = cd[1];
+  const bool combined = cd[2] == kMlaLatentDim + kMlaRopeDim;
+  if (!combined) {
+    JP_RETURN_IF_ERROR(check_dim(cd[2], kMlaLatentDim, "ckv_cache's last dim"));
+    JP_RETURN_IF_ERROR(check_dim(kpe.dimensions()[0], cd[0], "kpe_cache's page count"));
+    JP_RETURN_IF_ERROR(check_dim(kpe.dimensions()[1], cd[1], "kpe_cache's page size"));
+    JP_RETURN_IF_ERROR(check_dim(kpe.dimensions()[2], kMlaRopeDim, "kpe_cache's last dim"));
+  }
+  JP_RETURN_IF_ERROR(check_dim(kv_lens.dimensions()[0], p->batch, "kv_lens length"));
+  JP_RETURN_IF_ERROR(check_dim(block_tables.dimensions()[0], p->batch, "block_tables rows"));
+  p->max_pages = block_tables.dimensions()[1];
+  JP_RETURN_IF_ERROR(check_rank(out->dimensions(), 4, "out"));
+  for (size_t i = 0; i < 4; ++i) JP_RETURN_IF_ERROR(check_dim(out->dimensions()[i], qd[i], "an out dimension"));
+  JP_RETURN_IF_ERROR(check_dim(int64_t(lse->element_count()), qd[0] * qd[1] * qd[2], "lse size"));
+
+  const int64_t row = cd[2];
+  p->ckv_slot_stride = row;
+  p->ckv_page_stride = p->page_size * row;
+  p->kpe_slot_stride = combined ? row : kMlaRopeDim;
+  p->kpe_page_stride = combined ? p->page_size * row : p->page_size * kMlaRopeDim;
+  p->q_nope = q_nope.untyped_data();
+  p->q_pe = q_pe.untyped_data();
+  p->ckv = ckv.untyped_data();
+  // Combined layout: the rope part starts 512 elements into each row of the one buffer.
+  p->kpe = combined ? static_cast<const char*>(ckv.untyped_data()) +
+                          kMlaLatentDim * ffi::ByteWidth(dt)
+                    : kpe.untyped_data();
+  p->kv_lens = kv_lens.typed_data();
+  p->block_tables = block_tables.typed_data();
+  p->out = out->untyped_data();
+  p->lse = lse->typed_data();
+  p->scale = scale;
+  p->causal = causal != 0;
+  return ffi::Error::Success();
+}
+
+}  // namespace jaxpaged

@@ -1,0 +1,90 @@
+// CPU handler for MLA decode: exact semantics in plain C++ with float32 accumulation.
+// Each cached token is converted to float once per batch row and shared by all query heads.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "common/masking.h"
+#include "mla_decode/ffi_binding.h"
+
+namespace jaxpaged {
+namespace {
+
+void mla_decode_cpu(const MlaDecodeParams& p, Dtype dt) {
+  constexpr int64_t DL = kMlaLatentDim, DR = kMlaRopeDim;
+  const int64_t capacity = p.max_pages * p.page_size;
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> latent, rope, scores, acc(DL), qn(DL), qr(DR);
+
+  for (int64_t b = 0; b < p.batch; ++b) {
+    const int64_t kv_len = clamp_kv_len(p.kv_lens[b], capacity);
+    // Causal rows see fewer keys; gather (and check) the longest row's range once.
+    bool bad_page = false;
+    latent.resize(kv_len * DL);
+    rope.resize(kv_len * DR);
+    for (int64_t j = 0; j < kv_len && !bad_page; ++j) {
+      const int64_t page = p.block_tables[b * p.max_pages + j / p.page_size];
+      if (page < 0 || page >= p.num_pages) { bad_page = true; break; }
+      const int64_t slot = j % p.page_size;
+      for (int64_t d = 0; d < DL; ++d)
+        latent[j * DL + d] = load_float(p.ckv, page * p.ckv_page_stride + slot * p.ckv_slot_stride + d, dt);
+      for (int64_t d = 0; d < DR; ++d)
+        rope[j * DR + d] = load_float(p.kpe, page * p.kpe_page_stride + slot * p.kpe_slot_stride + d, dt);
+    }
+    for (int64_t i = 0; i < p.s_q; ++i) {
+      // Non-causal rows see the whole cache; causal query i sees keys j <= kv_len - s_q + i.
+      const KeyRange r = p.causal ? visible_keys(kv_len, p.s_q, i, 0) : KeyRange{0, kv_len};
+      const int64_t n = r.empty() ? 0 : r.end;
+      for (int64_t h = 0; h < p.num_heads; ++h) {
+        const int64_t row = (b * p.s_q + i) * p.num_heads + h;
+        if (bad_page || n == 0) {
+          for (int64_t d = 0; d < DL; ++d) store_float(p.out, row * DL + d, bad_page ? nan : 0.f, dt);
+          p.lse[row] = bad_page ? nan : -inf;
+          continue;
+        }
+        for (int64_t d = 0; d < DL; ++d) qn[d] = load_float(p.q_nope, row * DL + d, dt);
+        for (int64_t d = 0; d < DR; ++d) qr[d] = load_float(p.q_pe, row * DR + d, dt);
+        scores.resize(n);
+        float m = -inf;
+        for (int64_t j = 0; j < n; ++j) {
+          float dot = 0.f;
+          for (int64_t d = 0; d < DL; ++d) dot += qn[d] * latent[j * DL + d];
+          for (int64_t d = 0; d < DR; ++d) dot += qr[d] * rope[j * DR + d];
+          scores[j] = dot * p.scale;
+          m = std::fmax(m, scores[j]);
+        }
+        float l = 0.f;
+        std::fill(acc.begin(), acc.end(), 0.f);
+        for (int64_t j = 0; j < n; ++j) {
+          const float w = std::exp(scores[j] - m);
+          l += w;
+          for (int64_t d = 0; d < DL; ++d) acc[d] += w * latent[j * DL + d];
+        }
+        for (int64_t d = 0; d < DL; ++d) store_float(p.out, row * DL + d, acc[d] / l, dt);
+        p.lse[row] = m + std::log(l);
+      }
+    }
+  }
+}
+
+ffi::Error mla_decode_cpu_impl(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, ffi::AnyBuffer ckv,
+                               ffi::AnyBuffer kpe, ffi::Buffer<ffi::S32> kv_lens,
+                               ffi::Buffer<ffi::S32> block_tables, float scale, int32_t causal,
+                               ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::Buffer<ffi::F32>> lse) {
+  MlaDecodeParams p;
+  JP_RETURN_IF_ERROR(decode_mla_decode(q_nope, q_pe, ckv, kpe, kv_lens, block_tables, scale, causal,
+                                       out, lse, &p));
+  Dtype dt;
+  if (!to_dtype(q_nope.element_type(), &dt)) {
+    return ffi::Error::InvalidArgument("jaxpaged: mla_decode supports float32, float16, bfloat16");
+  }
+  mla_decode_cpu(p, dt);
+  return ffi::Error::Success();
+}
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(jaxpaged_mla_decode_cpu, mla_decode_cpu_impl, mla_decode_binding());
+
+}  // namespace jaxpaged

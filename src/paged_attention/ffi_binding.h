@@ -1,0 +1,90 @@
+// The FFI signature of paged attention, and its decoding into PagedAttentionParams.
+// CPU and GPU handlers share both, so the two targets can never disagree on arguments.
+#pragma once
+
+#include "common/ffi_helpers.h"
+#include "paged_attention/params.h"
+
+namespace jaxpaged {
+
+// Operands, attributes and the two results every platform has. A GPU handler appends its
+// split-KV workspace result and its stream to this.
+inline auto paged_attention_binding() {
+  return ffi::Ffi::Bind()
+      .Arg<ffi::AnyBuffer>()          // q
+      .Arg<ffi::AnyBuffer>()          // k_cache
+      .Arg<ffi::AnyBuffer>()          // v_cache
+      .Arg<ffi::Buffer<ffi::S32>>()   // kv_lens
+      .Arg<ffi::Buffer<ffi::S32>>()   // block_tables
+      .Arg<ffi::Buffer<ffi::S32>>()   // cu_q_lens
+      .Attr<float>("scale")
+      .Attr<float>("soft_cap")
+      .Attr<int32_t>("sliding_window")
+      .Attr<int32_t>("kv_layout")     // 0: NHD, 1: HND
+      .Attr<int32_t>("decode_only")
+      .Ret<ffi::AnyBuffer>()          // out
+      .Ret<ffi::Buffer<ffi::F32>>();  // lse
+}
+
+inline ffi::Error decode_paged_attention(
+    ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v, ffi::Buffer<ffi::S32> kv_lens,
+    ffi::Buffer<ffi::S32> block_tables, ffi::Buffer<ffi::S32> cu_q_lens, float scale,
+    float soft_cap, int32_t sliding_window, int32_t kv_layout, int32_t decode_only,
+    ffi::Result<ffi::AnyBuffer>& out, ffi::Result<ffi::Buffer<ffi::F32>>& lse,
+    PagedAttentionParams* p) {
+  JP_RETURN_IF_ERROR(check_rank(q.dimensions(), 3, "q"));
+  JP_RETURN_IF_ERROR(check_rank(k.dimensions(), 4, "k_cache"));
+  JP_RETURN_IF_ERROR(check_rank(v.dimensions(), 4, "v_cache"));
+  JP_RETURN_IF_ERROR(check_rank(kv_lens.dimensions(), 1, "kv_lens"));
+  JP_RETURN_IF_ERROR(check_rank(block_tables.dimensions(), 2, "block_tables"));
+  JP_RETURN_IF_ERROR(check_rank(cu_q_lens.dimensions(), 1, "cu_q_lens"));
+  if (k.element_type() != q.element_type() || v.element_type() != q.element_type() ||
+      out->element_type() != q.element_type()) {
+    return ffi::Error::InvalidArgument("jaxpaged: q, k_cache, v_cache and out must share a dtype");
+  }
+  const auto qd = q.dimensions(), kd = k.dimensions();
+  if (kv_layout != 0 && kv_layout != 1) {
+    return ffi::Error::InvalidArgument("jaxpaged: kv_layout attribute must be 0 (NHD) or 1 (HND)");
+  }
+  const bool hnd = kv_layout == 1;
+  p->num_tokens = qd[0];
+  p->num_q_heads = qd[1];
+  p->head_dim = qd[2];
+  p->num_pages = kd[0];
+  p->page_size = hnd ? kd[2] : kd[1];
+  p->num_kv_heads = hnd ? kd[1] : kd[2];
+  p->num_seqs = kv_lens.dimensions()[0];
+  p->max_pages = block_tables.dimensions()[1];
+  for (size_t i = 0; i < 4; ++i) {
+    JP_RETURN_IF_ERROR(check_dim(v.dimensions()[i], kd[i], "a v_cache dimension"));
+  }
+  JP_RETURN_IF_ERROR(check_dim(kd[3], p->head_dim, "k_cache's head dim"));
+  if (p->num_kv_heads <= 0 || p->num_q_heads % p->num_kv_heads != 0) {
+    return ffi::Error::InvalidArgument("jaxpaged: num_q_heads must be a multiple of num_kv_heads");
+  }
+  JP_RETURN_IF_ERROR(check_dim(block_tables.dimensions()[0], p->num_seqs, "block_tables rows"));
+  JP_RETURN_IF_ERROR(check_dim(cu_q_lens.dimensions()[0], p->num_seqs + 1, "cu_q_lens length"));
+  if (decode_only) JP_RETURN_IF_ERROR(check_dim(p->num_tokens, p->num_seqs, "decode num_tokens"));
+  JP_RETURN_IF_ERROR(check_rank(out->dimensions(), 3, "out"));
+  for (size_t i = 0; i < 3; ++i) JP_RETURN_IF_ERROR(check_dim(out->dimensions()[i], qd[i], "an out dimension"));
+  JP_RETURN_IF_ERROR(check_dim(int64_t(lse->element_count()), qd[0] * qd[1], "lse size"));
+
+  p->head_stride = hnd ? p->page_size * p->head_dim : p->head_dim;
+  p->slot_stride = hnd ? p->head_dim : p->num_kv_heads * p->head_dim;
+  p->page_stride = p->page_size * p->num_kv_heads * p->head_dim;
+  p->q = q.untyped_data();
+  p->k_cache = k.untyped_data();
+  p->v_cache = v.untyped_data();
+  p->kv_lens = kv_lens.typed_data();
+  p->block_tables = block_tables.typed_data();
+  p->cu_q_lens = cu_q_lens.typed_data();
+  p->out = out->untyped_data();
+  p->lse = lse->typed_data();
+  p->scale = scale;
+  p->soft_cap = soft_cap;
+  p->sliding_window = sliding_window;
+  p->decode_only = decode_only != 0;
+  return ffi::Error::Success();
+}
+
+}  // namespace jaxpaged

@@ -1,0 +1,108 @@
+// CPU handler for paged attention: the exact semantics in plain C++, float32 accumulation.
+// It makes the real FFI path testable without a GPU; speed is secondary (two-pass softmax,
+// K/V rows converted to float once per (row, kv head) and reused by the whole query group).
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "common/masking.h"
+#include "paged_attention/ffi_binding.h"
+
+namespace jaxpaged {
+namespace {
+
+void paged_attention_cpu(const PagedAttentionParams& p, Dtype dt) {
+  const int64_t H = p.num_q_heads, D = p.head_dim, G = p.num_q_heads / p.num_kv_heads;
+  const int64_t capacity = p.max_pages * p.page_size;
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> keys, vals, scores, acc(D);
+
+  for (int64_t t = 0; t < p.num_tokens; ++t) {
+    int64_t s = t, q_begin = t, q_len = 1;
+    const bool has_seq = p.decode_only
+                             ? true
+                             : find_sequence(p.cu_q_lens, p.num_seqs, p.num_tokens, t, &s, &q_begin, &q_len);
+    KeyRange r{0, 0};
+    if (has_seq) {
+      const int64_t kv_len = clamp_kv_len(p.kv_lens[s], capacity);
+      r = visible_keys(kv_len, q_len, t - q_begin, p.sliding_window);
+    }
+    const int64_t n = r.empty() ? 0 : r.end - r.begin;
+    // A visible key on a page whose id is out of range poisons the row with NaN: the loud
+    // signal for a corrupt block table, since a device op cannot raise.
+    bool bad_page = false;
+    std::vector<int64_t> key_offset(n);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t j = r.begin + i;
+      const int64_t page = p.block_tables[s * p.max_pages + j / p.page_size];
+      if (page < 0 || page >= p.num_pages) { bad_page = true; break; }
+      key_offset[i] = page * p.page_stride + (j % p.page_size) * p.slot_stride;
+    }
+    for (int64_t kvh = 0; kvh < p.num_kv_heads; ++kvh) {
+      if (!bad_page && n > 0) {
+        keys.resize(n * D);
+        vals.resize(n * D);
+        for (int64_t i = 0; i < n; ++i) {
+          const int64_t base = key_offset[i] + kvh * p.head_stride;
+          for (int64_t d = 0; d < D; ++d) {
+            keys[i * D + d] = load_float(p.k_cache, base + d, dt);
+            vals[i * D + d] = load_float(p.v_cache, base + d, dt);
+          }
+        }
+      }
+      for (int64_t h = kvh * G; h < (kvh + 1) * G; ++h) {
+        const int64_t row = t * H + h;
+        if (bad_page || n == 0) {
+          for (int64_t d = 0; d < D; ++d) store_float(p.out, row * D + d, bad_page ? nan : 0.f, dt);
+          p.lse[row] = bad_page ? nan : -inf;
+          continue;
+        }
+        std::vector<float> qf(D);
+        for (int64_t d = 0; d < D; ++d) qf[d] = load_float(p.q, row * D + d, dt);
+        scores.resize(n);
+        float m = -inf;
+        for (int64_t i = 0; i < n; ++i) {
+          float dot = 0.f;
+          for (int64_t d = 0; d < D; ++d) dot += qf[d] * keys[i * D + d];
+          scores[i] = apply_soft_cap(dot * p.scale, p.soft_cap);
+          m = std::fmax(m, scores[i]);
+        }
+        float l = 0.f;
+        std::fill(acc.begin(), acc.end(), 0.f);
+        for (int64_t i = 0; i < n; ++i) {
+          const float w = std::exp(scores[i] - m);
+          l += w;
+          for (int64_t d = 0; d < D; ++d) acc[d] += w * vals[i * D + d];
+        }
+        for (int64_t d = 0; d < D; ++d) store_float(p.out, row * D + d, acc[d] / l, dt);
+        p.lse[row] = m + std::log(l);
+      }
+    }
+  }
+}
+
+ffi::Error paged_attention_cpu_impl(ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v,
+                                    ffi::Buffer<ffi::S32> kv_lens, ffi::Buffer<ffi::S32> block_tables,
+                                    ffi::Buffer<ffi::S32> cu_q_lens, float scale, float soft_cap,
+                                    int32_t sliding_window, int32_t kv_layout, int32_t decode_only,
+                                    ffi::Result<ffi::AnyBuffer> out,
+                                    ffi::Result<ffi::Buffer<ffi::F32>> lse) {
+  PagedAttentionParams p;
+  JP_RETURN_IF_ERROR(decode_paged_attention(q, k, v, kv_lens, block_tables, cu_q_lens, scale,
+                                            soft_cap, sliding_window, kv_layout, decode_only, out,
+                                            lse, &p));
+  Dtype dt;
+  if (!to_dtype(q.element_type(), &dt)) {
+    return ffi::Error::InvalidArgument("jaxpaged: paged_attention supports float32, float16, bfloat16");
+  }
+  paged_attention_cpu(p, dt);
+  return ffi::Error::Success();
+}
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(jaxpaged_paged_attention_cpu, paged_attention_cpu_impl,
+                              paged_attention_binding());
+
+}  // namespace jaxpaged

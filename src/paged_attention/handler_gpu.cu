@@ -1,0 +1,85 @@
+// GPU handler for paged attention: decodes the call, picks the kernel instance (dtype, head
+// dim, heads per block) and the KV split count, launches, and merges splits.
+#include "common/combine_splits.cuh"
+#include "common/gpu_launch.h"
+#include "paged_attention/decode_kernel.cuh"
+#include "paged_attention/ffi_binding.h"
+
+namespace jaxpaged {
+namespace {
+
+template <typename T, int D, int GH>
+ffi::Error launch(const PagedAttentionParams& p, float* ws, int64_t ws_floats, gpuStream_t stream) {
+  const int64_t rows = p.num_tokens * p.num_q_heads;
+  const int64_t blocks = p.num_tokens * (p.num_q_heads / GH);
+  const int cap = ws_floats >= rows * (D + 1) ? int(ws_floats / (rows * (D + 1))) : 1;
+  const int splits = choose_kv_splits(blocks, cap < kMaxSplits ? cap : kMaxSplits,
+                                      p.max_pages * p.page_size, 256, 4);
+  int page_shift = 0;
+  while ((int64_t(1) << page_shift) < p.page_size) ++page_shift;
+  float* ws_out = ws;
+  float* ws_lse = ws + int64_t(splits) * rows * D;
+  dim3 grid(unsigned(p.num_tokens), unsigned(p.num_q_heads / GH), unsigned(splits));
+  paged_attention_kernel<T, D, GH><<<grid, kPagedThreads, 0, stream>>>(p, page_shift, ws_out, ws_lse);
+  JP_RETURN_IF_ERROR(last_launch_error("paged_attention_kernel"));
+  if (splits > 1) {
+    combine_splits_kernel<T><<<unsigned(rows), kCombineThreads, 0, stream>>>(
+        ws_out, ws_lse, splits, rows, D, static_cast<T*>(p.out), p.lse);
+    JP_RETURN_IF_ERROR(last_launch_error("combine_splits_kernel"));
+  }
+  return ffi::Error::Success();
+}
+
+// Heads per block: the largest of 8, 4, 2, 1 that divides the GQA group (more heads per block
+// share each K/V load; 8 is where registers run out).
+template <typename T, int D>
+ffi::Error dispatch_heads(const PagedAttentionParams& p, float* ws, int64_t n, gpuStream_t s) {
+  const int64_t group = p.num_q_heads / p.num_kv_heads;
+  if (group % 8 == 0) return launch<T, D, 8>(p, ws, n, s);
+  if (group % 4 == 0) return launch<T, D, 4>(p, ws, n, s);
+  if (group % 2 == 0) return launch<T, D, 2>(p, ws, n, s);
+  return launch<T, D, 1>(p, ws, n, s);
+}
+
+template <typename T>
+ffi::Error dispatch_dim(const PagedAttentionParams& p, float* ws, int64_t n, gpuStream_t s) {
+  switch (p.head_dim) {
+    case 64: return dispatch_heads<T, 64>(p, ws, n, s);
+    case 128: return dispatch_heads<T, 128>(p, ws, n, s);
+    case 256: return dispatch_heads<T, 256>(p, ws, n, s);
+    default:
+      return ffi::Error::InvalidArgument("jaxpaged: GPU paged_attention supports head dims 64, 128, 256");
+  }
+}
+
+ffi::Error paged_attention_gpu_impl(ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v,
+                                    ffi::Buffer<ffi::S32> kv_lens, ffi::Buffer<ffi::S32> block_tables,
+                                    ffi::Buffer<ffi::S32> cu_q_lens, float scale, float soft_cap,
+                                    int32_t sliding_window, int32_t kv_layout, int32_t decode_only,
+                                    ffi::Result<ffi::AnyBuffer> out,
+                                    ffi::Result<ffi::Buffer<ffi::F32>> lse,
+                                    ffi::Result<ffi::Buffer<ffi::F32>> workspace, gpuStream_t stream) {
+  PagedAttentionParams p;
+  JP_RETURN_IF_ERROR(decode_paged_attention(q, k, v, kv_lens, block_tables, cu_q_lens, scale,
+                                            soft_cap, sliding_window, kv_layout, decode_only, out,
+                                            lse, &p));
+  if (p.num_tokens == 0) return ffi::Error::Success();
+  float* ws = workspace->typed_data();
+  const int64_t ws_floats = int64_t(workspace->element_count());
+  switch (q.element_type()) {
+    case ffi::DataType::F16: return dispatch_dim<gpu_half>(p, ws, ws_floats, stream);
+    case ffi::DataType::BF16: return dispatch_dim<gpu_bf16>(p, ws, ws_floats, stream);
+    default:
+      return ffi::Error::InvalidArgument("jaxpaged: GPU paged_attention supports float16 and bfloat16");
+  }
+}
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(jaxpaged_paged_attention_gpu, paged_attention_gpu_impl,
+                              paged_attention_binding()
+                                  .Ret<ffi::Buffer<ffi::F32>>()  // split-KV workspace
+                                  .Ctx<ffi::PlatformStream<gpuStream_t>>(),
+                              {ffi::Traits::kCmdBufferCompatible});
+
+}  // namespace jaxpaged

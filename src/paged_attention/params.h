@@ -1,0 +1,31 @@
+// Everything a paged-attention kernel needs, decoded once from the FFI call by the handler.
+// The CPU handler and the GPU launcher take the same struct.
+#pragma once
+
+#include <cstdint>
+
+namespace jaxpaged {
+
+struct PagedAttentionParams {
+  const void* q;                // [num_tokens, num_q_heads, head_dim]
+  const void* k_cache;          // paged; addressed through the strides below
+  const void* v_cache;          // same layout as k_cache
+  const int32_t* kv_lens;       // [num_seqs]
+  const int32_t* block_tables;  // [num_seqs, max_pages]
+  const int32_t* cu_q_lens;     // [num_seqs + 1]
+  void* out;                    // [num_tokens, num_q_heads, head_dim], q's dtype
+  float* lse;                   // [num_tokens, num_q_heads]
+
+  int64_t num_tokens, num_q_heads, num_kv_heads, head_dim;
+  int64_t num_seqs, max_pages, num_pages, page_size;
+  // Element strides of one page, one slot within a page and one kv head. Both kv layouts
+  // ("NHD" [pages, page, heads, D] and "HND" [pages, heads, page, D]) are only these strides.
+  int64_t page_stride, slot_stride, head_stride;
+
+  float scale;
+  float soft_cap;         // <= 0: none
+  int32_t sliding_window; // <= 0: none
+  bool decode_only;       // one query row per sequence: row t is sequence t
+};
+
+}  // namespace jaxpaged

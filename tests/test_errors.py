@@ -1,0 +1,116 @@
+"""Bad input raises ValueError that names the argument, before anything runs."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxpaged
+from cases import DTYPES, ON_GPU
+
+BF16 = jnp.bfloat16
+
+
+def paged_args(T=3, Hq=8, Hkv=2, D=64, P=4, ps=16, S=3, M=2, dtype=BF16):
+    return dict(q=jnp.zeros((T, Hq, D), dtype), k_cache=jnp.zeros((P, ps, Hkv, D), dtype),
+                v_cache=jnp.zeros((P, ps, Hkv, D), dtype), kv_lens=jnp.zeros((S,), jnp.int32),
+                block_tables=jnp.zeros((S, M), jnp.int32))
+
+
+
+def call(**overrides):
+    args = paged_args()
+    options = {k: overrides.pop(k) for k in list(overrides) if k not in args and k != "cu_q_lens"}
+    args.update(overrides)
+    return lambda: jaxpaged.paged_attention(**args, **options)
+
+
+@pytest.mark.parametrize("overrides, match", [
+    (dict(q=jnp.zeros((3, 8), BF16)), r"^q must have shape \[T, Hq, D\]"),
+    (dict(q=jnp.zeros((3, 8, 64), jnp.int8)), r"^q must be bfloat16, float16 or float32"),
+    (dict(k_cache=jnp.zeros((4, 16, 64), BF16)), r"^k_cache must have shape"),
+    (dict(k_cache=jnp.zeros((4, 16, 2, 64), jnp.float16)), r"^k_cache must have the dtype of q"),
+    (dict(v_cache=jnp.zeros((4, 16, 2, 128), BF16)), r"^v_cache must have the shape of k_cache"),
+    (dict(q=jnp.zeros((3, 6, 64), BF16), k_cache=jnp.zeros((4, 16, 4, 64), BF16),
+          v_cache=jnp.zeros((4, 16, 4, 64), BF16)), r"multiple of the caches' num_kv_heads"),
+    (dict(q=jnp.zeros((3, 8, 96), BF16), k_cache=jnp.zeros((4, 16, 2, 96), BF16),
+          v_cache=jnp.zeros((4, 16, 2, 96), BF16)), r"^q: head dim must be one of \(64, 128, 256\)"),
+    (dict(k_cache=jnp.zeros((4, 16, 2, 128), BF16), v_cache=jnp.zeros((4, 16, 2, 128), BF16)),
+     r"^k_cache: head dim must match q's 64"),
+    (dict(k_cache=jnp.zeros((4, 12, 2, 64), BF16), v_cache=jnp.zeros((4, 12, 2, 64), BF16)),
+     r"page_size must be a power of two from 1 to 256; got 12"),
+    (dict(kv_lens=jnp.zeros((3,), jnp.int64 if jax.config.x64_enabled else jnp.float32)), r"^kv_lens must be int32"),
+    (dict(kv_lens=jnp.zeros((3, 1), jnp.int32)), r"^kv_lens must have shape \[S\]"),
+    (dict(block_tables=jnp.zeros((2, 2), jnp.int32)), r"^block_tables must have shape \[S, max_pages\] = \(3, 2\)"),
+    (dict(block_tables=jnp.zeros((3,), jnp.int32)), r"^block_tables must have shape \[S, max_pages\]"),
+    (dict(cu_q_lens=jnp.zeros((3,), jnp.int32)), r"^cu_q_lens must have shape \[S \+ 1\]"),
+    (dict(q=jnp.zeros((4, 8, 64), BF16)), r"T \(4\) must equal len\(kv_lens\) \(3\)"),
+    (dict(kv_layout="NDH"), r"^kv_layout must be 'NHD' or 'HND'"),
+    (dict(soft_cap=0.0), r"^soft_cap must be a positive number"),
+    (dict(sliding_window=0), r"^sliding_window must be a positive integer"),
+])
+def test_paged_attention_rejects(overrides, match):
+    with pytest.raises(ValueError, match=match):
+        call(**overrides)()
+
+
+def test_paged_attention_hnd_layout_reads_heads_from_axis_1():
+    args = paged_args()
+    # [P, Hkv, ps, D] = (4, 2, 16, 64) read as NHD would have 16 kv heads: 8 % 16 != 0.
+    with pytest.raises(ValueError, match="num_kv_heads"):
+        jaxpaged.paged_attention(**{**args, "k_cache": jnp.zeros((4, 2, 16, 64), BF16),
+                                    "v_cache": jnp.zeros((4, 2, 16, 64), BF16)})
+    jaxpaged.paged_attention(**{**args, "k_cache": jnp.zeros((4, 2, 16, 64), BF16),
+                                "v_cache": jnp.zeros((4, 2, 16, 64), BF16)}, kv_layout="HND")
+
+
+def test_errors_also_raised_while_tracing():
+    args = paged_args()
+    args["q"] = jnp.zeros((3, 8, 96), BF16)
+    with pytest.raises(ValueError, match="head dim"):
+        jax.jit(jaxpaged.paged_attention).lower(*args.values())
+
+
+def mla_args(B=2, s_q=1, H=16, P=4, ps=16, M=3, width=576, dtype=BF16):
+    return dict(q_nope=jnp.zeros((B, s_q, H, 512), dtype), q_pe=jnp.zeros((B, s_q, H, 64), dtype),
+                ckv_cache=jnp.zeros((P, ps, width), dtype), kpe_cache=None,
+                kv_lens=jnp.zeros((B,), jnp.int32), block_tables=jnp.zeros((B, M), jnp.int32))
+
+
+@pytest.mark.parametrize("overrides, match", [
+    (dict(q_nope=jnp.zeros((2, 16, 512), BF16)), r"^q_nope must have shape \[B, s_q, Hq, 512\]"),
+    (dict(q_nope=jnp.zeros((2, 1, 16, 128), BF16)), r"^q_nope must have shape \[B, s_q, Hq, 512\]"),
+    (dict(q_pe=jnp.zeros((2, 1, 16, 32), BF16)), r"^q_pe must have shape \[B, s_q, Hq, 64\]"),
+    (dict(q_pe=jnp.zeros((2, 1, 16, 64), jnp.float16)), r"^q_pe must have the dtype of q_nope"),
+    (dict(ckv_cache=jnp.zeros((4, 16, 512), BF16)), r"^ckv_cache must be \[num_pages, page_size, 576\] when kpe_cache is None"),
+    (dict(ckv_cache=jnp.zeros((4, 16, 512), BF16), kpe_cache=jnp.zeros((4, 16, 32), BF16)),
+     r"^kpe_cache must have shape \[num_pages, page_size, 64\]"),
+    (dict(kpe_cache=jnp.zeros((4, 16, 64), BF16)), r"^kpe_cache must be None when ckv_cache is the combined"),
+    (dict(ckv_cache=jnp.zeros((4, 16, 500), BF16), kpe_cache=jnp.zeros((4, 16, 64), BF16)),
+     r"^ckv_cache's last dim must be 512"),
+    (dict(ckv_cache=jnp.zeros((4, 24, 576), BF16)), r"page_size must be a power of two"),
+    (dict(kv_lens=jnp.zeros((3,), jnp.int32)), r"^kv_lens must have shape \[B\] = \(2,\)"),
+    (dict(block_tables=jnp.zeros((2, 3), jnp.float32)), r"^block_tables must be int32"),
+])
+def test_mla_decode_rejects(overrides, match):
+    args = {**mla_args(), **overrides}
+    with pytest.raises(ValueError, match=match):
+        jaxpaged.mla_decode(**args, scale=0.1)
+
+
+def test_mla_decode_requires_scale():
+    with pytest.raises(ValueError, match="scale is required"):
+        jaxpaged.mla_decode(**mla_args(), scale=None)
+
+
+@pytest.mark.skipif(not ON_GPU, reason="float32 is supported on CPU; the GPU rejects it")
+def test_float32_on_gpu_is_a_clear_error():
+    args = paged_args(dtype=jnp.float32)
+    with pytest.raises(ValueError, match="float32 runs on CPU only"):
+        jax.jit(jaxpaged.paged_attention)(*args.values())
+
+
+@pytest.mark.skipif(ON_GPU, reason="CPU runs float32")
+def test_float32_runs_on_cpu():
+    out = jaxpaged.paged_attention(*paged_args(dtype=jnp.float32).values())
+    assert out.dtype == jnp.float32 and not np.isnan(np.asarray(out)).any()

@@ -1,0 +1,69 @@
+"""jaxpaged.mla_decode against jaxpaged.reference.mla_decode."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxpaged
+from jaxpaged import reference
+from cases import DTYPES, assert_close, mla_case
+
+
+def check(case, dtype, **options):
+    args = case.args()
+    out, lse = jax.jit(functools.partial(jaxpaged.mla_decode, **options))(*args)
+    ref_out, ref_lse = reference.mla_decode(*args, **options)
+    assert out.dtype == case.q_nope.dtype and lse.dtype == jnp.float32
+    assert_close(out, ref_out, dtype, "out")
+    assert_close(lse, ref_lse, dtype, "lse")
+    return out, lse
+
+
+SCALE = 1.0 / np.sqrt(192.0)  # DeepSeek-V3's: head dim 128 + rope 64 before absorption
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("combined", [False, True], ids=["split-cache", "combined-576"])
+@pytest.mark.parametrize("page_size", [1, 16, 64])
+def test_decode_layouts_and_page_sizes(rng, dtype, combined, page_size):
+    case = mla_case(rng, kv_lens=[1, 70, 129, 0, 200], s_q=1, num_heads=16, page_size=page_size,
+                    dtype=dtype, combined=combined)
+    out, lse = check(case, dtype, scale=SCALE)
+    assert np.all(np.asarray(lse[3]) == -np.inf) and np.all(np.asarray(out[3], np.float32) == 0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("s_q", [1, 2, 3, 4])
+@pytest.mark.parametrize("causal", [False, True])
+def test_speculative_rows(rng, dtype, s_q, causal):
+    case = mla_case(rng, kv_lens=[5, 90, 2, 33], s_q=s_q, num_heads=32, page_size=16, dtype=dtype,
+                    combined=s_q % 2 == 0)
+    check(case, dtype, scale=SCALE, causal=causal)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("num_heads", [128, 8, 20])
+def test_head_counts(rng, dtype, num_heads):
+    # 128 is DeepSeek's full head count; 8 and 20 leave a GPU block partly empty.
+    case = mla_case(rng, kv_lens=[64, 17], s_q=2, num_heads=num_heads, page_size=64, dtype=dtype,
+                    combined=True)
+    check(case, dtype, scale=SCALE, causal=True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_long_context_uses_splits(rng, dtype):
+    case = mla_case(rng, kv_lens=[3000], s_q=1, num_heads=16, page_size=64, dtype=dtype, combined=True)
+    check(case, dtype, scale=SCALE)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_corrupt_page_id_gives_nan_for_its_batch_row(rng, dtype):
+    case = mla_case(rng, kv_lens=[40, 50], s_q=2, num_heads=16, page_size=16, dtype=dtype, combined=False)
+    table = np.array(case.block_tables)
+    table[0, 1] = -3
+    case.block_tables = jnp.asarray(table)
+    _, lse = check(case, dtype, scale=SCALE, causal=True)
+    assert np.all(np.isnan(np.asarray(lse[0]))) and np.all(np.isfinite(np.asarray(lse[1])))

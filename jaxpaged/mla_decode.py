@@ -48,15 +48,17 @@ def _abstract_eval(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *,
 
 mla_decode_p = _primitive.make_primitive("jaxpaged_mla_decode", _abstract_eval)
 
-# Query rows one GPU block handles (heads x s_q of one sequence); must match the launcher.
-_ROWS_PER_BLOCK = 16
+
+def _rows_per_block(rows: int) -> int:
+    """Query rows (s_q x Hq of one sequence) per GPU block; mirrors mla_row_tiles in the kernel."""
+    return 64 if rows >= 64 else 16
 
 
 def _workspace_floats(avals_in, params) -> int:
     q_nope, _, ckv_cache, _, _, block_tables = avals_in
     batch, s_q, num_heads, _ = q_nope.shape
     rows = batch * s_q * num_heads
-    blocks = batch * -(-(s_q * num_heads) // _ROWS_PER_BLOCK)
+    blocks = batch * -(-(s_q * num_heads) // _rows_per_block(s_q * num_heads))
     splits = _primitive.kv_split_cap(blocks, block_tables.shape[1] * ckv_cache.shape[1])
     return 0 if splits == 1 else splits * rows * (LATENT_DIM + 1)
 

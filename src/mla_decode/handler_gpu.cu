@@ -1,4 +1,5 @@
-// GPU handler for MLA decode: decodes the call, picks the KV split count, launches, merges.
+// GPU handler for MLA decode: decodes the call, picks the block shape and KV split count,
+// launches, merges splits.
 #include "common/combine_splits.cuh"
 #include "common/gpu_launch.h"
 #include "mla_decode/decode_kernel.cuh"
@@ -7,20 +8,28 @@
 namespace jaxpaged {
 namespace {
 
-template <typename T>
+template <typename T, int MT>
 ffi::Error launch(const MlaDecodeParams& p, float* ws, int64_t ws_floats, gpuStream_t stream) {
+  using L = MlaLayout<MT>;
   const int64_t rows = p.batch * p.s_q * p.num_heads;
-  const int64_t row_blocks = (p.s_q * p.num_heads + kMlaRowsPerBlock - 1) / kMlaRowsPerBlock;
+  const int64_t row_blocks = (p.s_q * p.num_heads + L::kRows - 1) / L::kRows;
   const int64_t per_split = rows * (kMlaLatentDim + 1);
   const int cap = ws_floats >= per_split ? int(ws_floats / per_split) : 1;
+  // Shared memory allows one 64-row block per SM, two 16-row blocks.
   const int splits = choose_kv_splits(p.batch * row_blocks, cap < kMaxSplits ? cap : kMaxSplits,
-                                      p.max_pages * p.page_size, 128, 4);
+                                      p.max_pages * p.page_size, 256, MT == 4 ? 1 : 2);
   int page_shift = 0;
   while ((int64_t(1) << page_shift) < p.page_size) ++page_shift;
   float* ws_out = ws;
   float* ws_lse = ws + int64_t(splits) * rows * kMlaLatentDim;
+  auto kernel = mla_decode_kernel<T, MT>;
+  // Above 48 KiB, dynamic shared memory must be opted into (per device, so on every launch).
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::kSmemBytes)) !=
+      gpuSuccess) {
+    return last_launch_error("mla_decode_kernel (shared memory size)");
+  }
   dim3 grid(unsigned(p.batch), unsigned(row_blocks), unsigned(splits));
-  mla_decode_kernel<T><<<grid, kMlaThreads, 0, stream>>>(p, page_shift, ws_out, ws_lse);
+  kernel<<<grid, kMlaThreads, L::kSmemBytes, stream>>>(p, page_shift, ws_out, ws_lse);
   JP_RETURN_IF_ERROR(last_launch_error("mla_decode_kernel"));
   if (splits > 1) {
     combine_splits_kernel<T><<<unsigned(rows), kCombineThreads, 0, stream>>>(
@@ -28,6 +37,11 @@ ffi::Error launch(const MlaDecodeParams& p, float* ws, int64_t ws_floats, gpuStr
     JP_RETURN_IF_ERROR(last_launch_error("combine_splits_kernel"));
   }
   return ffi::Error::Success();
+}
+
+template <typename T>
+ffi::Error dispatch_rows(const MlaDecodeParams& p, float* ws, int64_t n, gpuStream_t s) {
+  return mla_row_tiles(p.s_q * p.num_heads) == 4 ? launch<T, 4>(p, ws, n, s) : launch<T, 1>(p, ws, n, s);
 }
 
 ffi::Error mla_decode_gpu_impl(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, ffi::AnyBuffer ckv,
@@ -42,8 +56,8 @@ ffi::Error mla_decode_gpu_impl(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, ffi::
   float* ws = workspace->typed_data();
   const int64_t ws_floats = int64_t(workspace->element_count());
   switch (q_nope.element_type()) {
-    case ffi::DataType::F16: return launch<gpu_half>(p, ws, ws_floats, stream);
-    case ffi::DataType::BF16: return launch<gpu_bf16>(p, ws, ws_floats, stream);
+    case ffi::DataType::F16: return dispatch_rows<gpu_half>(p, ws, ws_floats, stream);
+    case ffi::DataType::BF16: return dispatch_rows<gpu_bf16>(p, ws, ws_floats, stream);
     default:
       return ffi::Error::InvalidArgument("jaxpaged: GPU mla_decode supports float16 and bfloat16");
   }

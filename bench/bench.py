@@ -203,8 +203,8 @@ def run_config(cfg, rng, copy_GBps):
         rec["pallas_rel_err"] = rel_err(pallas[1], want)
     else:
         rec["pallas_note"] = why
-    rec["kv_bytes"] = kv_bytes
-    rec["flops"] = flops
+    rec["kv_bytes"] = int(kv_bytes)
+    rec["flops"] = int(flops)
     rec["copy_GBps"] = copy_GBps
     rec["ours_GBps"] = kv_bytes / rec["ours_ms"] / 1e6
     rec["pct_of_copy_bw"] = 100 * rec["ours_GBps"] / copy_GBps

@@ -32,12 +32,13 @@ def make_primitive(name: str, abstract_eval) -> Primitive:
 def kv_split_cap(parallel_blocks: int, max_kv: int) -> int:
     """Upper bound on how many blocks share one row's KV range (flash-decoding splits).
 
-    Static: from shapes only. Splitting pays when the grid without it cannot fill the GPU
-    (about 1024 resident blocks fill an H100's 132 SMs at several blocks each); each split keeps at
-    least 128 keys so the combine step stays small. The GPU launcher picks the actual count, at most
-    this, from the device's SM count; the cap sizes the workspace.
+    Static: from shapes only. Splitting pays when the grid without it leaves the GPU partly idle:
+    too few blocks, or a last wave that is mostly empty (an H100 holds about 400 of the paged
+    kernel's blocks at once). The bound lets the grid grow to about 4096 blocks; each split keeps
+    at least 128 keys. The GPU launcher picks the actual count, at most this, from the device's
+    resident-block count (src/common/gpu_launch.h); the cap sizes the workspace.
     """
-    want = math.ceil(1024 / max(parallel_blocks, 1))
+    want = math.ceil(4096 / max(parallel_blocks, 1))
     return int(max(1, min(want, 64, math.ceil(max(max_kv, 1) / 128))))
 
 

@@ -25,16 +25,36 @@ inline int sm_count() {
   return count;
 }
 
-// How many KV splits to launch: enough blocks for `waves` blocks per SM, no more than the
-// workspace holds (cap, from jaxpaged._primitive.kv_split_cap) and no more than the keys allow.
+// How many KV splits to launch (flash-decoding). The grid runs in waves of `resident` blocks
+// (SMs x blocks per SM); a partial last wave idles the rest of the GPU. Pick the split count, up to
+// `cap` (the workspace, sized by jaxpaged._primitive.kv_split_cap) and at most one split per
+// `min_keys` keys, whose waves are fullest; a larger count must win by 3% to pay for its extra
+// partial results and merge.
 inline int choose_kv_splits(int64_t blocks_without_split, int cap, int64_t max_keys, int min_keys,
-                            int blocks_per_sm) {
-  const int64_t target = int64_t(sm_count()) * blocks_per_sm;
-  int64_t splits = (target + blocks_without_split - 1) / blocks_without_split;
+                            int64_t resident) {
   const int64_t by_keys = (max_keys + min_keys - 1) / min_keys;
-  if (splits > by_keys) splits = by_keys;
-  if (splits > cap) splits = cap;
-  return splits < 1 ? 1 : int(splits);
+  const int64_t limit = cap < by_keys ? cap : by_keys;
+  auto fill = [&](int64_t s) {
+    const int64_t blocks = blocks_without_split * s;
+    const int64_t waves = (blocks + resident - 1) / resident;
+    return double(blocks) / double(waves * resident);
+  };
+  int64_t best = 1;
+  for (int64_t s = 2; s <= limit; ++s) {
+    if (fill(s) > fill(best) + 0.03) best = s;
+  }
+  return int(best);
+}
+
+// Blocks of `kernel` that fit on the whole GPU at once.
+template <typename Kernel>
+int64_t resident_blocks(Kernel kernel, int threads, size_t smem_bytes) {
+  int per_sm = 1;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem_bytes) != gpuSuccess ||
+      per_sm < 1) {
+    per_sm = 1;
+  }
+  return int64_t(per_sm) * sm_count();
 }
 
 }  // namespace jaxpaged

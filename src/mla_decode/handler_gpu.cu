@@ -15,19 +15,19 @@ ffi::Error launch(const MlaDecodeParams& p, float* ws, int64_t ws_floats, gpuStr
   const int64_t row_blocks = (p.s_q * p.num_heads + L::kRows - 1) / L::kRows;
   const int64_t per_split = rows * (kMlaLatentDim + 1);
   const int cap = ws_floats >= per_split ? int(ws_floats / per_split) : 1;
-  // Shared memory allows one 64-row block per SM, two 16-row blocks.
-  const int splits = choose_kv_splits(p.batch * row_blocks, cap < kMaxSplits ? cap : kMaxSplits,
-                                      p.max_pages * p.page_size, 256, MT == 4 ? 1 : 2);
-  int page_shift = 0;
-  while ((int64_t(1) << page_shift) < p.page_size) ++page_shift;
-  float* ws_out = ws;
-  float* ws_lse = ws + int64_t(splits) * rows * kMlaLatentDim;
   auto kernel = mla_decode_kernel<T, MT>;
   // Above 48 KiB, dynamic shared memory must be opted into (per device, so on every launch).
   if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(L::kSmemBytes)) !=
       gpuSuccess) {
     return last_launch_error("mla_decode_kernel (shared memory size)");
   }
+  const int splits = choose_kv_splits(p.batch * row_blocks, cap < kMaxSplits ? cap : kMaxSplits,
+                                      p.max_pages * p.page_size, 256,
+                                      resident_blocks(kernel, kMlaThreads, L::kSmemBytes));
+  int page_shift = 0;
+  while ((int64_t(1) << page_shift) < p.page_size) ++page_shift;
+  float* ws_out = ws;
+  float* ws_lse = ws + int64_t(splits) * rows * kMlaLatentDim;
   dim3 grid(unsigned(p.batch), unsigned(row_blocks), unsigned(splits));
   kernel<<<grid, kMlaThreads, L::kSmemBytes, stream>>>(p, page_shift, ws_out, ws_lse);
   JP_RETURN_IF_ERROR(last_launch_error("mla_decode_kernel"));

@@ -79,6 +79,18 @@ __global__ void __launch_bounds__(kPagedThreads)
   bool bad_page = false;
   constexpr int STEP = NW * KPW;  // keys the block holds per unrolled slot
 
+  // Page ids of a lane group's keys for one loop step. Fetched one step ahead, so the table read
+  // (a dependent load) overlaps the previous step's math instead of delaying the K/V loads.
+  auto fetch_pages = [&](int64_t base, int64_t page[UNROLL]) {
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      const int64_t j = base + u * STEP + key_in_warp;
+      page[u] = j < k_end ? table[j >> page_shift] : 0;
+    }
+  };
+  int64_t next_page[UNROLL];
+  fetch_pages(k_begin + warp * KPW, next_page);
+
   // The loop bound is warp-uniform (shuffles below need every lane); lanes past the end mask.
   for (int64_t base = k_begin + warp * KPW; base < k_end; base += STEP * UNROLL) {
     Vec8 kv[UNROLL], vv[UNROLL];
@@ -86,9 +98,9 @@ __global__ void __launch_bounds__(kPagedThreads)
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) {
       const int64_t j = base + u * STEP + key_in_warp;
+      const int64_t page = next_page[u];
       ok[u] = j < k_end;
       if (ok[u]) {
-        const int64_t page = table[j >> page_shift];
         if (page < 0 || page >= p.num_pages) {
           bad_page = true;
           ok[u] = false;
@@ -99,6 +111,7 @@ __global__ void __launch_bounds__(kPagedThreads)
         }
       }
     }
+    fetch_pages(base + STEP * UNROLL, next_page);
     float s[UNROLL][GH];
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) {

@@ -13,14 +13,15 @@ ffi::Error launch(const PagedAttentionParams& p, float* ws, int64_t ws_floats, g
   const int64_t rows = p.num_tokens * p.num_q_heads;
   const int64_t blocks = p.num_tokens * (p.num_q_heads / GH);
   const int cap = ws_floats >= rows * (D + 1) ? int(ws_floats / (rows * (D + 1))) : 1;
-  const int splits = choose_kv_splits(blocks, cap < kMaxSplits ? cap : kMaxSplits,
-                                      p.max_pages * p.page_size, 256, 4);
+  auto kernel = paged_attention_kernel<T, D, GH>;
+  const int splits = choose_kv_splits(blocks, cap < kMaxSplits ? cap : kMaxSplits, p.max_pages * p.page_size,
+                                      256, resident_blocks(kernel, kPagedThreads, 0));
   int page_shift = 0;
   while ((int64_t(1) << page_shift) < p.page_size) ++page_shift;
   float* ws_out = ws;
   float* ws_lse = ws + int64_t(splits) * rows * D;
   dim3 grid(unsigned(p.num_tokens), unsigned(p.num_q_heads / GH), unsigned(splits));
-  paged_attention_kernel<T, D, GH><<<grid, kPagedThreads, 0, stream>>>(p, page_shift, ws_out, ws_lse);
+  kernel<<<grid, kPagedThreads, 0, stream>>>(p, page_shift, ws_out, ws_lse);
   JP_RETURN_IF_ERROR(last_launch_error("paged_attention_kernel"));
   if (splits > 1) {
     combine_splits_kernel<T><<<unsigned(rows), kCombineThreads, 0, stream>>>(
@@ -30,12 +31,13 @@ ffi::Error launch(const PagedAttentionParams& p, float* ws, int64_t ws_floats, g
   return ffi::Error::Success();
 }
 
-// Heads per block: the largest of 8, 4, 2, 1 that divides the GQA group (more heads per block
-// share each K/V load; 8 is where registers run out).
+// Heads per block: the largest of 4, 2, 1 that divides the GQA group. More heads per block share
+// each K/V load, but 8 took 210+ registers (2 blocks per SM) and ran at half the bandwidth of 4
+// (bench/logs/2026-11-22_h100_run1.log, decode_h64_b32_ctx8k); larger groups read K/V twice,
+// the second time mostly from L2.
 template <typename T, int D>
 ffi::Error dispatch_heads(const PagedAttentionParams& p, float* ws, int64_t n, gpuStream_t s) {
   const int64_t group = p.num_q_heads / p.num_kv_heads;
-  if (group % 8 == 0) return launch<T, D, 8>(p, ws, n, s);
   if (group % 4 == 0) return launch<T, D, 4>(p, ws, n, s);
   if (group % 2 == 0) return launch<T, D, 2>(p, ws, n, s);
   return launch<T, D, 1>(p, ws, n, s);

@@ -1,7 +1,7 @@
 // Paged attention, one query row per thread block: the first GPU kernel (correct; its speed is
 // the subject of the next issue). It serves decode and ragged prefill rows alike.
 //
-// Block = (query row t, GH query heads that share one KV head, KV split). All GH heads sit in
+// Block = (query row t x GH query heads that share one KV head, KV split). All GH heads sit in
 // each thread's registers, so each K/V byte is read once per block, not once per head.
 // Lanes: a key's D elements are spread over D/8 lanes (16 bytes each); a warp holds 32/(D/8)
 // keys at once, each group of lanes with its own online-softmax state; groups, then warps,
@@ -28,8 +28,11 @@ __global__ void __launch_bounds__(kPagedThreads)
   constexpr int UNROLL = GH >= 8 ? 2 : 4;  // keys per lane group in flight (bounded by registers)
   static_assert(D % VEC == 0 && LPK <= 32, "head dim must be a multiple of 8, at most 256");
 
-  const int64_t t = blockIdx.x;
-  const int head0 = blockIdx.y * GH;
+  // Blocks of one row are adjacent in launch order (head chunk fastest), so chunks that share a KV
+  // head run together and the second read of each K/V page comes from L2.
+  const int head_chunks = int(p.num_q_heads / GH);
+  const int64_t t = blockIdx.x / head_chunks;
+  const int head0 = int(blockIdx.x % head_chunks) * GH;
   const int split = blockIdx.z, num_splits = gridDim.z;
   const int group = int(p.num_q_heads / p.num_kv_heads);
   const int kv_head = head0 / group;

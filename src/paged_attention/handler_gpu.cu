@@ -12,6 +12,9 @@ template <typename T, int D, int GH>
 ffi::Error launch(const PagedAttentionParams& p, float* ws, int64_t ws_floats, gpuStream_t stream) {
   const int64_t rows = p.num_tokens * p.num_q_heads;
   const int64_t blocks = p.num_tokens * (p.num_q_heads / GH);
+  if (blocks > 0x7FFFFFFF) {
+    return ffi::Error::InvalidArgument("jaxpaged: T x Hq / heads-per-block exceeds the GPU grid limit (2^31 - 1)");
+  }
   const int cap = ws_floats >= rows * (D + 1) ? int(ws_floats / (rows * (D + 1))) : 1;
   auto kernel = paged_attention_kernel<T, D, GH>;
   const int splits = choose_kv_splits(blocks, cap < kMaxSplits ? cap : kMaxSplits, p.max_pages * p.page_size,
@@ -20,7 +23,7 @@ ffi::Error launch(const PagedAttentionParams& p, float* ws, int64_t ws_floats, g
   while ((int64_t(1) << page_shift) < p.page_size) ++page_shift;
   float* ws_out = ws;
   float* ws_lse = ws + int64_t(splits) * rows * D;
-  dim3 grid(unsigned(p.num_tokens), unsigned(p.num_q_heads / GH), unsigned(splits));
+  dim3 grid(unsigned(blocks), 1, unsigned(splits));  // blocks < 2^31: T x Hq / GH
   kernel<<<grid, kPagedThreads, 0, stream>>>(p, page_shift, ws_out, ws_lse);
   JP_RETURN_IF_ERROR(last_launch_error("paged_attention_kernel"));
   if (splits > 1) {

@@ -23,7 +23,8 @@ def check(case, dtype, **options):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("heads", [(4, 4), (8, 2), (16, 2), (8, 1), (12, 4)], ids=lambda h: f"hq{h[0]}-hkv{h[1]}")
+@pytest.mark.parametrize("heads", [(4, 4), (8, 2), (16, 2), (8, 1), (12, 4), (32, 1)],
+                         ids=lambda h: f"hq{h[0]}-hkv{h[1]}")
 @pytest.mark.parametrize("head_dim", [64, 128, 256])
 def test_decode_gqa_and_head_dims(rng, dtype, heads, head_dim):
     page_size = {64: 1, 128: 16, 256: 64}[head_dim]
@@ -58,6 +59,20 @@ def test_ragged_decode_and_prefill_chunks(rng, dtype, kv_layout):
     # The sequence with kv_len 0 and one query row sees no key.
     row = sum(q_lens[:6])
     assert np.all(np.asarray(lse[row]) == -np.inf) and np.all(np.asarray(out[row], np.float32) == 0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("heads", [(8, 2), (4, 4)], ids=lambda h: f"hq{h[0]}-hkv{h[1]}")
+def test_ragged_long_chunks_with_splits(rng, dtype, heads):
+    # Chunks of many query rows (several 64-row tiles on the GPU, rows crossing tile edges), long
+    # contexts beside short ones (so the GPU splits the KV range of a ragged call), padding rows.
+    q_lens = [150, 1, 1, 70]
+    kv_lens = [3000, 4000, 20, 70]
+    case = paged_case(rng, q_lens=q_lens, kv_lens=kv_lens, num_q_heads=heads[0], num_kv_heads=heads[1],
+                      head_dim=128, page_size=16, dtype=dtype, pad_rows=3)
+    out, _ = check(case, dtype)
+    check(case, dtype, sliding_window=100, soft_cap=30.0)
+    assert np.all(np.asarray(out[sum(q_lens):], np.float32) == 0)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

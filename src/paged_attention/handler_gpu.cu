@@ -1,15 +1,81 @@
 // GPU handler for paged attention: decodes the call, picks the kernel instance (dtype, head
-// dim, heads per block) and the KV split count, launches, and merges splits.
+// dim) and the KV split count, schedules ragged calls on the device, launches, merges splits.
+//
+// The tensor-core tile kernel (tile_kernel.cuh) serves every call. The first, CUDA-core kernel
+// (decode_kernel.cuh) stays selectable with JAXPAGED_PAGED_KERNEL=simt, so the two can be compared
+// in one benchmark run (bench/bench.py --simt).
+#include <cstdlib>
+#include <cstring>
+
 #include "common/combine_splits.cuh"
 #include "common/gpu_launch.h"
 #include "paged_attention/decode_kernel.cuh"
 #include "paged_attention/ffi_binding.h"
+#include "paged_attention/tile_kernel.cuh"
+#include "paged_attention/tile_schedule.cuh"
 
 namespace jaxpaged {
 namespace {
 
+int page_shift_of(int64_t page_size) {
+  int shift = 0;
+  while ((int64_t(1) << shift) < page_size) ++shift;
+  return shift;
+}
+
+template <typename T, int D>
+ffi::Error launch_tiles(const PagedAttentionParams& p, float* ws, int64_t ws_floats, gpuStream_t stream) {
+  using C = TileConfig<D>;
+  const int64_t group = p.num_q_heads / p.num_kv_heads;
+  const int64_t rows = p.num_tokens * p.num_q_heads;
+  int64_t work_items;
+  int tiles_per_seq = 1, large_decode = 0;
+  int32_t* work = nullptr;
+  if (p.decode_only) {
+    large_decode = group > kSmallRows;
+    tiles_per_seq = large_decode ? int((group + kLargeRows - 1) / kLargeRows) : 1;
+    work_items = p.num_seqs * tiles_per_seq;
+  } else {
+    // The work list sits at the front of the workspace (jaxpaged/paged_attention.py sizes it).
+    work_items = ragged_work_capacity(p.num_tokens, group, p.num_seqs);
+    if (ws_floats < 2 * work_items || work_items >= kLargeTileFlag) {
+      return ffi::Error::InvalidArgument("jaxpaged: paged_attention workspace too small for the tile list");
+    }
+    work = reinterpret_cast<int32_t*>(ws);
+    ws += 2 * work_items;
+    ws_floats -= 2 * work_items;
+  }
+  const int64_t blocks = work_items * p.num_kv_heads;
+  if (blocks > 0x7FFFFFFF) {
+    return ffi::Error::InvalidArgument("jaxpaged: paged_attention needs more thread blocks than a grid holds (2^31 - 1)");
+  }
+  auto kernel = paged_tile_kernel<T, D>;
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(C::kSmemBytes)) != gpuSuccess) {
+    return last_launch_error("paged_tile_kernel (shared memory size)");
+  }
+  const int cap = ws_floats >= rows * (D + 1) ? int(ws_floats / (rows * (D + 1))) : 1;
+  const int splits = choose_kv_splits(blocks, cap < kMaxSplits ? cap : kMaxSplits, p.max_pages * p.page_size,
+                                      256, resident_blocks(kernel, kTileThreads, C::kSmemBytes));
+  float* ws_out = ws;
+  float* ws_lse = ws + int64_t(splits) * rows * D;
+  if (!p.decode_only) {
+    const int64_t grid = 1 + (p.num_tokens + kPaddingRowsPerBlock - 1) / kPaddingRowsPerBlock;
+    paged_tile_schedule_kernel<T><<<unsigned(grid), kScheduleThreads, 0, stream>>>(p, work, work_items, splits, ws_lse);
+    JP_RETURN_IF_ERROR(last_launch_error("paged_tile_schedule_kernel"));
+  }
+  kernel<<<dim3(unsigned(blocks), unsigned(splits)), kTileThreads, C::kSmemBytes, stream>>>(
+      p, page_shift_of(p.page_size), work, tiles_per_seq, large_decode, ws_out, ws_lse);
+  JP_RETURN_IF_ERROR(last_launch_error("paged_tile_kernel"));
+  if (splits > 1) {
+    combine_splits_kernel<T><<<unsigned(rows), kCombineThreads, 0, stream>>>(
+        ws_out, ws_lse, splits, rows, D, static_cast<T*>(p.out), p.lse);
+    JP_RETURN_IF_ERROR(last_launch_error("combine_splits_kernel"));
+  }
+  return ffi::Error::Success();
+}
+
 template <typename T, int D, int GH>
-ffi::Error launch(const PagedAttentionParams& p, float* ws, int64_t ws_floats, gpuStream_t stream) {
+ffi::Error launch_simt(const PagedAttentionParams& p, float* ws, int64_t ws_floats, gpuStream_t stream) {
   const int64_t rows = p.num_tokens * p.num_q_heads;
   const int64_t blocks = p.num_tokens * (p.num_q_heads / GH);
   if (blocks > 0x7FFFFFFF) {
@@ -19,12 +85,10 @@ ffi::Error launch(const PagedAttentionParams& p, float* ws, int64_t ws_floats, g
   auto kernel = paged_attention_kernel<T, D, GH>;
   const int splits = choose_kv_splits(blocks, cap < kMaxSplits ? cap : kMaxSplits, p.max_pages * p.page_size,
                                       256, resident_blocks(kernel, kPagedThreads, 0));
-  int page_shift = 0;
-  while ((int64_t(1) << page_shift) < p.page_size) ++page_shift;
   float* ws_out = ws;
   float* ws_lse = ws + int64_t(splits) * rows * D;
   dim3 grid(unsigned(blocks), 1, unsigned(splits));  // blocks < 2^31: T x Hq / GH
-  kernel<<<grid, kPagedThreads, 0, stream>>>(p, page_shift, ws_out, ws_lse);
+  kernel<<<grid, kPagedThreads, 0, stream>>>(p, page_shift_of(p.page_size), ws_out, ws_lse);
   JP_RETURN_IF_ERROR(last_launch_error("paged_attention_kernel"));
   if (splits > 1) {
     combine_splits_kernel<T><<<unsigned(rows), kCombineThreads, 0, stream>>>(
@@ -40,10 +104,17 @@ ffi::Error launch(const PagedAttentionParams& p, float* ws, int64_t ws_floats, g
 // the second time mostly from L2.
 template <typename T, int D>
 ffi::Error dispatch_heads(const PagedAttentionParams& p, float* ws, int64_t n, gpuStream_t s) {
+  static const bool simt = [] {
+    const char* v = std::getenv("JAXPAGED_PAGED_KERNEL");
+    return v != nullptr && std::strcmp(v, "simt") == 0;
+  }();
+  if (!simt) return launch_tiles<T, D>(p, ws, n, s);
+  // The SIMT kernel ignores a ragged call's tile list at the front of the workspace: it only uses
+  // the split part, sized for the tile kernel's list plus splits, which is never smaller.
   const int64_t group = p.num_q_heads / p.num_kv_heads;
-  if (group % 4 == 0) return launch<T, D, 4>(p, ws, n, s);
-  if (group % 2 == 0) return launch<T, D, 2>(p, ws, n, s);
-  return launch<T, D, 1>(p, ws, n, s);
+  if (group % 4 == 0) return launch_simt<T, D, 4>(p, ws, n, s);
+  if (group % 2 == 0) return launch_simt<T, D, 2>(p, ws, n, s);
+  return launch_simt<T, D, 1>(p, ws, n, s);
 }
 
 template <typename T>

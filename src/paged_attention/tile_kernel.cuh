@@ -1,0 +1,410 @@
+// Paged attention on tensor cores (mma.sync m16n8k16; sm_80 and sm_90): one kernel for decode
+// tokens and prefill chunks alike.
+//
+// The query rows of one sequence and one KV head are the (token, head-of-the-GQA-group) pairs of its
+// query chunk, ordered token-major; a *tile* is 16 or 64 consecutive such rows, and a thread block
+// (4 warps) attends one tile over its sequence's visible keys (or one KV split of them). So each
+// K/V byte a block reads serves every query head that shares it.
+//   small tile (16 rows, decode: up to 16 heads x tokens): the 4 warps share the rows and split
+//       each 64-key stage 4 ways (16 keys each), each with its own online softmax; they merge
+//       through shared memory at the end.
+//   large tile (64 rows, prefill chunks): each warp owns 16 rows and sweeps all 64 keys of a stage
+//       (FlashAttention-2 style).
+// K/V stages of 64 keys stream through shared memory with cp.async, kStages deep, and page ids are
+// read one stage ahead so the table lookup never sits in front of a load. Shared memory is XOR
+// swizzled (16-byte chunk c of row r lives at chunk c ^ (r % 8)), which keeps ldmatrix free of bank
+// conflicts without padding. S = Q K^T and P V run on tensor cores; P stays in registers (the
+// accumulator fragment of S is the A fragment of P V).
+//
+// Which keys a row sees is masking.h's rule; keys outside [k_begin, k_end) or past the end of the
+// sequence are zero-filled by cp.async and get probability 0, so junk in unused pages never reaches
+// a product. An out-of-range page id inside the used range makes the tile's rows NaN (as the
+// reference does) instead of being read.
+#pragma once
+
+#include "common/gpu_math.cuh"
+#include "common/masking.h"
+#include "common/mma_sm80.cuh"
+#include "paged_attention/params.h"
+
+namespace jaxpaged {
+
+constexpr int kTileThreads = 128;
+constexpr int kTileKeys = 64;    // keys per pipeline stage
+constexpr int kSmallRows = 16;   // rows of a decode tile
+constexpr int kLargeRows = 64;   // rows of a prefill tile
+constexpr int kLargeTileFlag = 1 << 30;  // set in a work entry's tile word for a large tile
+
+template <int D>
+struct TileConfig {
+  // Stages deep enough to keep ~64 KiB of K/V in flight per block, within what two blocks per SM
+  // (D <= 128) or one (D = 256, also within an A100's 164 KiB) can hold.
+  static constexpr int kStages = D == 256 ? 2 : (D == 128 ? 3 : 4);
+  static constexpr size_t kStageBytes = size_t(kTileKeys) * D * 2 * 2;  // K and V, 16-bit
+  static constexpr size_t kQBytes = size_t(kLargeRows) * D * 2;
+  static constexpr size_t kSmemBytes = kQBytes + kStages * kStageBytes;
+  // The small tile's warp merge reuses the stage buffers: 4 warps x 16 rows x D floats + m, l.
+  static_assert(4 * 16 * (D + 2) * 4 <= kStages * kStageBytes, "merge buffer must fit the stages");
+};
+
+// Element offset of 16-byte chunk `c` of row `r` in a swizzled [rows][D] tile.
+template <int D>
+__device__ __forceinline__ int swz(int r, int c) {
+  return r * D + ((c ^ (r & 7)) << 3);
+}
+
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi);
+template <>
+__device__ __forceinline__ uint32_t pack2<gpu_bf16>(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+template <>
+__device__ __forceinline__ uint32_t pack2<gpu_half>(float lo, float hi) {
+  const __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// One tile of one sequence for one KV head and KV split. WM = warps along rows (1: small tile,
+// 4: large tile).
+template <typename T, int D, int WM>
+__device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int page_shift, int seq,
+                                            int q_begin, int q_len, int tile, int kv_head,
+                                            unsigned char* smem, float* __restrict__ ws_out,
+                                            float* __restrict__ ws_lse) {
+  using C = TileConfig<D>;
+  constexpr int R = 16 * WM;                   // rows of this tile
+  constexpr int WK = 4 / WM;                   // warps along keys
+  constexpr int KW = kTileKeys / WK;           // keys per warp per stage
+  constexpr int SUB = (D == 256 && KW > 32) ? 32 : KW;  // keys per softmax step (bounds registers)
+  constexpr int CPK = D / 8;                   // 16-byte chunks per row
+  constexpr int KEYS_PER_PASS = kTileThreads / CPK;
+  constexpr int PASSES = kTileKeys / KEYS_PER_PASS;
+  constexpr int NT = D / 8;                    // 8-column tiles of the output
+  const int split = blockIdx.y, num_splits = gridDim.y;
+  const int G = int(p.num_q_heads / p.num_kv_heads);
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int wm = warp % WM, wk = warp / WM;
+
+  T* sQ = reinterpret_cast<T*>(smem);
+  T* sStage = sQ + kLargeRows * D;  // stage s: K at sStage + s * 2 * kTileKeys * D, V after it
+
+  const int64_t rows_total = int64_t(q_len) * G;
+  const int64_t row0 = int64_t(tile) * R;
+  const int rows_here = int(rows_total - row0 < R ? rows_total - row0 : R);
+
+  // The tile's rows are token-major, so the first row has the smallest visible begin and the last
+  // row the largest end: their union bounds every row's keys.
+  const int kv_len = int(clamp_kv_len(p.kv_lens[seq], p.max_pages * p.page_size));
+  int u_begin = 0, u_end = 0;
+  if (rows_here > 0) {
+    u_begin = int(visible_keys(kv_len, q_len, row0 / G, p.sliding_window).begin);
+    u_end = int(visible_keys(kv_len, q_len, (row0 + rows_here - 1) / G, p.sliding_window).end);
+  }
+  const int n_keys = u_end > u_begin ? u_end - u_begin : 0;
+  const int per_split = (n_keys + num_splits - 1) / num_splits;
+  const int chunk = (per_split + kTileKeys - 1) / kTileKeys * kTileKeys;  // whole stages per split
+  const int k_begin = u_begin + split * chunk;
+  const int k_end = min(u_end, k_begin + chunk);
+  const int num_tiles = k_end > k_begin ? (k_end - k_begin + kTileKeys - 1) / kTileKeys : 0;
+
+  // Queries of the tile's rows; rows past the chunk read as 0.
+  const T* q = static_cast<const T*>(p.q);
+  for (int c = tid; c < R * CPK; c += kTileThreads) {
+    const int r = c / CPK, ch = c % CPK;
+    const bool live = r < rows_here;
+    const int64_t rr = row0 + (live ? r : 0);
+    const int64_t token = q_begin + rr / G, head = int64_t(kv_head) * G + rr % G;
+    cp_async_16(sQ + swz<D>(r, ch), q + (token * p.num_q_heads + head) * D + ch * 8, live);
+  }
+
+  // Each thread copies chunk `my_chunk` of keys my_key0 + i * KEYS_PER_PASS of every stage.
+  const int my_chunk = tid % CPK, my_key0 = tid / CPK;
+  const T* k_base = static_cast<const T*>(p.k_cache) + kv_head * p.head_stride + my_chunk * 8;
+  const T* v_base = static_cast<const T*>(p.v_cache) + kv_head * p.head_stride + my_chunk * 8;
+  const int32_t* table = p.block_tables + int64_t(seq) * p.max_pages;
+  const int page_mask = int(p.page_size - 1);
+  bool bad_page = false;
+  int pages[PASSES];
+  auto fetch_pages = [&](int t) {
+#pragma unroll
+    for (int i = 0; i < PASSES; ++i) {
+      const int j = k_begin + t * kTileKeys + my_key0 + i * KEYS_PER_PASS;
+      pages[i] = j < k_end ? table[j >> page_shift] : 0;
+    }
+  };
+  auto issue_stage = [&](int t) {
+    T* sK = sStage + (t % C::kStages) * 2 * kTileKeys * D;
+    T* sV = sK + kTileKeys * D;
+#pragma unroll
+    for (int i = 0; i < PASSES; ++i) {
+      const int key = my_key0 + i * KEYS_PER_PASS;
+      const int j = k_begin + t * kTileKeys + key;
+      bool valid = j < k_end;
+      if (valid && (pages[i] < 0 || pages[i] >= p.num_pages)) {
+        bad_page = true;
+        valid = false;
+      }
+      const int64_t off = valid ? int64_t(pages[i]) * p.page_stride + int64_t(j & page_mask) * p.slot_stride : 0;
+      cp_async_16(sK + swz<D>(key, my_chunk), k_base + off, valid);
+      cp_async_16(sV + swz<D>(key, my_chunk), v_base + off, valid);
+    }
+  };
+
+  if (num_tiles > 0) fetch_pages(0);
+#pragma unroll
+  for (int s = 0; s < C::kStages - 1; ++s) {
+    if (s < num_tiles) {
+      issue_stage(s);
+      if (s + 1 < num_tiles) fetch_pages(s + 1);
+    }
+    cp_async_commit();  // group 0 also holds the queries
+  }
+
+  // This thread's two rows of its warp's 16 (mma accumulator layout) and the keys each sees,
+  // clipped to this split.
+  const int r_lo = wm * 16 + lane / 4;
+  int vis_b[2], vis_e[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = r_lo + 8 * h;
+    vis_b[h] = vis_e[h] = 0;
+    if (r < rows_here) {
+      const KeyRange kr = visible_keys(kv_len, q_len, (row0 + r) / G, p.sliding_window);
+      vis_b[h] = max(int(kr.begin), k_begin);
+      vis_e[h] = min(int(kr.end), k_end);
+    }
+  }
+
+  // Scores in the log2 domain (softmax by exp2); with a soft cap, the cap applies to the
+  // natural-scale score first.
+  const bool capped = p.soft_cap > 0.f;
+  const float s_mul = capped ? p.scale : p.scale * kLog2e;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  float acc[NT][4];
+#pragma unroll
+  for (int n = 0; n < NT; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+
+  const int q_row = wm * 16 + (lane & 15);
+  for (int t = 0; t < num_tiles; ++t) {
+    cp_async_wait<C::kStages - 2>();  // stage t (and the queries) have landed for this thread
+    __syncthreads();                  // ... for every thread; and stage t - 1 is free again
+    const int next = t + C::kStages - 1;
+    if (next < num_tiles) {
+      issue_stage(next);
+      if (next + 1 < num_tiles) fetch_pages(next + 1);
+    }
+    cp_async_commit();
+
+    const T* sK = sStage + (t % C::kStages) * 2 * kTileKeys * D;
+    const T* sV = sK + kTileKeys * D;
+    const int tile_start = k_begin + t * kTileKeys;
+#pragma unroll
+    for (int sub = 0; sub < KW; sub += SUB) {
+      const int key0 = wk * KW + sub;  // first key of this step, within the stage
+      float s[SUB / 8][4];
+#pragma unroll
+      for (int n = 0; n < SUB / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+      for (int ks = 0; ks < D / 16; ks += 2) {
+        uint32_t a0[4], a1[4];
+        ldmatrix_x4(a0, sQ + swz<D>(q_row, ks * 2 + (lane >> 4)));
+        ldmatrix_x4(a1, sQ + swz<D>(q_row, ks * 2 + 2 + (lane >> 4)));
+#pragma unroll
+        for (int n = 0; n < SUB / 8; ++n) {
+          const int kr = key0 + n * 8 + (lane & 7);
+          uint32_t bf[4];
+          ldmatrix_x4(bf, sK + swz<D>(kr, ks * 2 + (lane >> 3)));
+          mma_16816<T>(s[n], a0, bf);
+          mma_16816<T>(s[n], a1, bf + 2);
+        }
+      }
+
+      // Scale, cap, mask; then the online softmax of this thread's two rows (a row's 8-key
+      // columns are spread over the 4 lanes of a quad).
+      float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int n = 0; n < SUB / 8; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int h = e >> 1;
+          const int j = tile_start + key0 + n * 8 + (lane & 3) * 2 + (e & 1);
+          float v = s[n][e] * s_mul;
+          if (capped) v = p.soft_cap * tanhf(v / p.soft_cap) * kLog2e;
+          v = (j >= vis_b[h] && j < vis_e[h]) ? v : -INFINITY;
+          s[n][e] = v;
+          mx[h] = fmaxf(mx[h], v);
+        }
+      }
+      float corr[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        mx[h] = fmaxf(mx[h], JP_SHFL_XOR(mx[h], 1));
+        mx[h] = fmaxf(mx[h], JP_SHFL_XOR(mx[h], 2));
+        const float m_new = fmaxf(m[h], mx[h]);
+        corr[h] = m_new == -INFINITY ? 1.f : rescale(m[h], m_new);
+        m[h] = m_new;
+        l[h] *= corr[h];
+      }
+#pragma unroll
+      for (int n = 0; n < SUB / 8; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int h = e >> 1;
+          const float pv = m[h] == -INFINITY ? 0.f : fast_exp2(s[n][e] - m[h]);
+          s[n][e] = pv;
+          l[h] += pv;  // this thread's share of the row sum; the quad is summed at the end
+        }
+      }
+#pragma unroll
+      for (int n = 0; n < NT; ++n) {
+        acc[n][0] *= corr[0];
+        acc[n][1] *= corr[0];
+        acc[n][2] *= corr[1];
+        acc[n][3] *= corr[1];
+      }
+
+      // O += P V: P's accumulator fragments are the A fragments (16 keys per k-step); V is read
+      // transposed from the [key][D] stage.
+#pragma unroll
+      for (int kk = 0; kk < SUB / 16; ++kk) {
+        uint32_t a[4];
+        a[0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
+        a[1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
+        a[2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+        a[3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+        const int vr = key0 + kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+#pragma unroll
+        for (int n = 0; n < NT; n += 2) {
+          uint32_t bf[4];
+          ldmatrix_x4_trans(bf, sV + swz<D>(vr, n + (lane >> 4)));
+          mma_16816<T>(acc[n], a, bf);
+          mma_16816<T>(acc[n + 1], a, bf + 2);
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();
+  bad_page = __syncthreads_or(bad_page);  // also: every warp is done with the stages
+
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    l[h] += JP_SHFL_XOR(l[h], 1);
+    l[h] += JP_SHFL_XOR(l[h], 2);
+  }
+
+  const int64_t num_rows = p.num_tokens * p.num_q_heads;
+  auto out_row = [&](int r) {  // global output row of tile row r
+    const int64_t rr = row0 + r;
+    return (q_begin + rr / G) * p.num_q_heads + int64_t(kv_head) * G + rr % G;
+  };
+  auto store = [&](int64_t row, int d, float o) {
+    if (num_splits == 1) static_cast<T*>(p.out)[row * D + d] = from_float<T>(o);
+    else ws_out[(split * num_rows + row) * D + d] = o;
+  };
+  auto store_lse = [&](int64_t row, float v) {
+    if (num_splits == 1) p.lse[row] = v;
+    else ws_lse[split * num_rows + row] = v;
+  };
+
+  if constexpr (WK == 1) {
+    // Each warp owns its rows: normalise and write from registers.
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = r_lo + 8 * h;
+      if (r >= rows_here) continue;
+      const int64_t row = out_row(r);
+      const float inv = l[h] > 0.f ? 1.f / l[h] : 0.f;
+#pragma unroll
+      for (int n = 0; n < NT; ++n) {
+        const int d = n * 8 + (lane & 3) * 2;
+        store(row, d, bad_page ? NAN : acc[n][2 * h] * inv);
+        store(row, d + 1, bad_page ? NAN : acc[n][2 * h + 1] * inv);
+      }
+      if ((lane & 3) == 0) {
+        store_lse(row, bad_page ? NAN : (l[h] > 0.f ? (m[h] + __log2f(l[h])) * kLn2 : -INFINITY));
+      }
+    }
+  } else {
+    // The 4 warps hold the same 16 rows over different keys: merge through shared memory.
+    float* sAcc = reinterpret_cast<float*>(sStage);  // [4][16][D]
+    float* sM = sAcc + 4 * 16 * D;                   // [4][16]
+    float* sL = sM + 4 * 16;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = lane / 4 + 8 * h;
+#pragma unroll
+      for (int n = 0; n < NT; ++n) {
+        const int d = n * 8 + (lane & 3) * 2;
+        sAcc[(warp * 16 + r) * D + d] = acc[n][2 * h];
+        sAcc[(warp * 16 + r) * D + d + 1] = acc[n][2 * h + 1];
+      }
+      if ((lane & 3) == 0) {
+        sM[warp * 16 + r] = m[h];
+        sL[warp * 16 + r] = l[h];
+      }
+    }
+    __syncthreads();
+    for (int i = tid; i < rows_here * D; i += kTileThreads) {
+      const int r = i / D, d = i % D;
+      float m_all = -INFINITY;
+#pragma unroll
+      for (int w = 0; w < 4; ++w) m_all = fmaxf(m_all, sM[w * 16 + r]);
+      float l_all = 0.f, a_all = 0.f;
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        const float c = rescale(sM[w * 16 + r], m_all);
+        l_all += sL[w * 16 + r] * c;
+        a_all += sAcc[(w * 16 + r) * D + d] * c;
+      }
+      const int64_t row = out_row(r);
+      store(row, d, bad_page ? NAN : (l_all > 0.f ? a_all / l_all : 0.f));
+      if (d == 0) {
+        store_lse(row, bad_page ? NAN : (l_all > 0.f ? (m_all + __log2f(l_all)) * kLn2 : -INFINITY));
+      }
+    }
+  }
+}
+
+// Grid: x = work item x KV head (head fastest), y = KV split. A work item is one tile of one
+// sequence: with `work` null (pure decode) item w is tile w % tiles_per_seq of sequence
+// w / tiles_per_seq; otherwise work[2w] is the sequence (< 0: no work) and work[2w + 1] the tile,
+// with kLargeTileFlag set for a large tile (tile_schedule.cuh writes the list on the device).
+template <typename T, int D>
+__global__ void __launch_bounds__(kTileThreads)
+    paged_tile_kernel(const PagedAttentionParams p, int page_shift, const int32_t* __restrict__ work,
+                      int tiles_per_seq, int large_decode, float* __restrict__ ws_out,
+                      float* __restrict__ ws_lse) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int kv_head = int(blockIdx.x % p.num_kv_heads);
+  const int64_t w = blockIdx.x / p.num_kv_heads;
+  int seq, tile, q_begin, q_len;
+  bool large;
+  if (work == nullptr) {
+    seq = int(w / tiles_per_seq);
+    tile = int(w % tiles_per_seq);
+    large = large_decode != 0;
+    q_begin = seq;
+    q_len = 1;
+  } else {
+    seq = work[2 * w];
+    if (seq < 0 || seq >= p.num_seqs) return;
+    const int word = work[2 * w + 1];
+    large = (word & kLargeTileFlag) != 0;
+    tile = word & (kLargeTileFlag - 1);
+    auto cu_at = [&](int64_t i) {
+      const int64_t c = p.cu_q_lens[i];
+      return int(c < 0 ? 0 : (c > p.num_tokens ? p.num_tokens : c));
+    };
+    q_begin = cu_at(seq);
+    q_len = max(0, cu_at(seq + 1) - q_begin);
+  }
+  if (large) {
+    attend_tile<T, D, 4>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
+  } else {
+    attend_tile<T, D, 1>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
+  }
+}
+
+}  // namespace jaxpaged

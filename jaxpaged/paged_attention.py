@@ -66,15 +66,14 @@ paged_attention_p = _primitive.make_primitive("jaxpaged_paged_attention", _abstr
 
 
 def _workspace_floats(avals_in, params) -> int:
-    """GPU scratch: a ragged call's tile list (int32 pairs, at the front), then split partials."""
+    """GPU scratch: the tile list (int32, at the front), then the KV splits' partial results."""
     q, k_cache, _, kv_lens, block_tables, _ = avals_in
     num_tokens, num_q_heads, head_dim = q.shape
     _, page_size, num_kv_heads, _ = _cache_dims(k_cache.shape, params["kv_layout"])
     group = num_q_heads // num_kv_heads
-    tile_list = 0
-    if not params["decode_only"]:
-        # ragged_work_capacity in src/paged_attention/tile_schedule.cuh: ceil(T * group / 64) + S
-        tile_list = 2 * (-(-num_tokens * group // 64) + kv_lens.shape[0])
+    # tile_list_capacity in src/paged_attention/tile_schedule.cuh: ceil(T * group / 64) + S pairs,
+    # after a two-int header.
+    tile_list = 2 * (-(-num_tokens * group // 64) + kv_lens.shape[0] + 1)
     splits = _primitive.kv_split_cap(num_tokens * num_kv_heads, block_tables.shape[1] * page_size)
     if splits == 1:
         return tile_list

@@ -2,8 +2,8 @@
 // dim) and the KV split count, schedules ragged calls on the device, launches, merges splits.
 //
 // The tensor-core tile kernel (tile_kernel.cuh) serves every call. The first, CUDA-core kernel
-// (decode_kernel.cuh) stays selectable with JAXPAGED_PAGED_KERNEL=simt, so the two can be compared
-// in one benchmark run (bench/bench.py --simt).
+// (decode_kernel.cuh) stays selectable with JAXPAGED_PAGED_KERNEL=simt (read once per process),
+// so the two can be compared on the same inputs.
 #include <cstdlib>
 #include <cstring>
 
@@ -23,33 +23,24 @@ int page_shift_of(int64_t page_size) {
   return shift;
 }
 
-template <typename T, int D>
+template <typename T, int D, int STAGES>
 ffi::Error launch_tiles(const PagedAttentionParams& p, float* ws, int64_t ws_floats, gpuStream_t stream) {
-  using C = TileConfig<D>;
+  using C = TileConfig<D, STAGES>;
   const int64_t group = p.num_q_heads / p.num_kv_heads;
   const int64_t rows = p.num_tokens * p.num_q_heads;
-  int64_t work_items;
-  int tiles_per_seq = 1, large_decode = 0;
-  int32_t* work = nullptr;
-  if (p.decode_only) {
-    large_decode = group > kSmallRows;
-    tiles_per_seq = large_decode ? int((group + kLargeRows - 1) / kLargeRows) : 1;
-    work_items = p.num_seqs * tiles_per_seq;
-  } else {
-    // The work list sits at the front of the workspace (jaxpaged/paged_attention.py sizes it).
-    work_items = ragged_work_capacity(p.num_tokens, group, p.num_seqs);
-    if (ws_floats < 2 * work_items || work_items >= kLargeTileFlag) {
-      return ffi::Error::InvalidArgument("jaxpaged: paged_attention workspace too small for the tile list");
-    }
-    work = reinterpret_cast<int32_t*>(ws);
-    ws += 2 * work_items;
-    ws_floats -= 2 * work_items;
+  // The tile list sits at the front of the workspace (jaxpaged/paged_attention.py sizes it).
+  const int64_t work_cap = tile_list_capacity(p.num_tokens, group, p.num_seqs);
+  if (ws_floats < 2 * (work_cap + 1) || work_cap >= kLargeTileFlag) {
+    return ffi::Error::InvalidArgument("jaxpaged: paged_attention workspace too small for the tile list");
   }
-  const int64_t blocks = work_items * p.num_kv_heads;
+  int32_t* work = reinterpret_cast<int32_t*>(ws);
+  ws += 2 * (work_cap + 1);
+  ws_floats -= 2 * (work_cap + 1);
+  const int64_t blocks = work_cap * p.num_kv_heads;
   if (blocks > 0x7FFFFFFF) {
     return ffi::Error::InvalidArgument("jaxpaged: paged_attention needs more thread blocks than a grid holds (2^31 - 1)");
   }
-  auto kernel = paged_tile_kernel<T, D>;
+  auto kernel = paged_tile_kernel<T, D, STAGES>;
   if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(C::kSmemBytes)) != gpuSuccess) {
     return last_launch_error("paged_tile_kernel (shared memory size)");
   }
@@ -58,13 +49,12 @@ ffi::Error launch_tiles(const PagedAttentionParams& p, float* ws, int64_t ws_flo
                                       256, resident_blocks(kernel, kTileThreads, C::kSmemBytes));
   float* ws_out = ws;
   float* ws_lse = ws + int64_t(splits) * rows * D;
-  if (!p.decode_only) {
-    const int64_t grid = 1 + (p.num_tokens + kPaddingRowsPerBlock - 1) / kPaddingRowsPerBlock;
-    paged_tile_schedule_kernel<T><<<unsigned(grid), kScheduleThreads, 0, stream>>>(p, work, work_items, splits, ws_lse);
-    JP_RETURN_IF_ERROR(last_launch_error("paged_tile_schedule_kernel"));
-  }
+  // Pure decode has no padding rows: only the list block runs.
+  const int64_t grid = 1 + (p.decode_only ? 0 : (p.num_tokens + kPaddingRowsPerBlock - 1) / kPaddingRowsPerBlock);
+  paged_tile_schedule_kernel<T><<<unsigned(grid), kScheduleThreads, 0, stream>>>(p, work, work_cap, splits, ws_lse);
+  JP_RETURN_IF_ERROR(last_launch_error("paged_tile_schedule_kernel"));
   kernel<<<dim3(unsigned(blocks), unsigned(splits)), kTileThreads, C::kSmemBytes, stream>>>(
-      p, page_shift_of(p.page_size), work, tiles_per_seq, large_decode, ws_out, ws_lse);
+      p, page_shift_of(p.page_size), work, ws_out, ws_lse);
   JP_RETURN_IF_ERROR(last_launch_error("paged_tile_kernel"));
   if (splits > 1) {
     combine_splits_kernel<T><<<unsigned(rows), kCombineThreads, 0, stream>>>(
@@ -72,6 +62,23 @@ ffi::Error launch_tiles(const PagedAttentionParams& p, float* ws, int64_t ws_flo
     JP_RETURN_IF_ERROR(last_launch_error("combine_splits_kernel"));
   }
   return ffi::Error::Success();
+}
+
+// Dynamic shared memory a block may opt into on the current device.
+inline size_t max_block_smem() {
+  int device = 0, bytes = 0;
+  if (gpuGetDevice(&device) != gpuSuccess ||
+      cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != gpuSuccess) {
+    return 0;
+  }
+  return size_t(bytes);
+}
+
+template <typename T, int D>
+ffi::Error launch_tiles_staged(const PagedAttentionParams& p, float* ws, int64_t n, gpuStream_t s) {
+  constexpr int kDeep = default_stages<D>();
+  if (TileConfig<D, kDeep>::kSmemBytes <= max_block_smem()) return launch_tiles<T, D, kDeep>(p, ws, n, s);
+  return launch_tiles<T, D, 2>(p, ws, n, s);
 }
 
 template <typename T, int D, int GH>
@@ -108,7 +115,7 @@ ffi::Error dispatch_heads(const PagedAttentionParams& p, float* ws, int64_t n, g
     const char* v = std::getenv("JAXPAGED_PAGED_KERNEL");
     return v != nullptr && std::strcmp(v, "simt") == 0;
   }();
-  if (!simt) return launch_tiles<T, D>(p, ws, n, s);
+  if (!simt) return launch_tiles_staged<T, D>(p, ws, n, s);
   // The SIMT kernel ignores a ragged call's tile list at the front of the workspace: it only uses
   // the split part, sized for the tile kernel's list plus splits, which is never smaller.
   const int64_t group = p.num_q_heads / p.num_kv_heads;

@@ -10,8 +10,8 @@
 //       through shared memory at the end.
 //   large tile (64 rows, prefill chunks): each warp owns 16 rows and sweeps all 64 keys of a stage
 //       (FlashAttention-2 style).
-// K/V stages of 64 keys stream through shared memory with cp.async, kStages deep, and page ids are
-// read one stage ahead so the table lookup never sits in front of a load. Shared memory is XOR
+// K/V stages of 64 keys stream through shared memory with cp.async, STAGES deep, and page ids are
+// read a stage ahead so the table lookup never sits in front of a load. Shared memory is XOR
 // swizzled (16-byte chunk c of row r lives at chunk c ^ (r % 8)), which keeps ldmatrix free of bank
 // conflicts without padding. S = Q K^T and P V run on tensor cores; P stays in registers (the
 // accumulator fragment of S is the A fragment of P V).
@@ -35,14 +35,18 @@ constexpr int kSmallRows = 16;   // rows of a decode tile
 constexpr int kLargeRows = 64;   // rows of a prefill tile
 constexpr int kLargeTileFlag = 1 << 30;  // set in a work entry's tile word for a large tile
 
+// Pipeline depth: enough stages to keep 64-128 KiB of K/V in flight per SM, within what two blocks
+// per SM (D <= 128) or one (D = 256) can hold. D = 256 takes 3 stages (224 KiB) where the device
+// allows it (Hopper), else 2 (A100: 164 KiB); the launcher picks.
 template <int D>
+constexpr int default_stages() { return D == 256 ? 3 : (D == 128 ? 3 : 4); }
+
+template <int D, int STAGES>
 struct TileConfig {
-  // Stages deep enough to keep ~64 KiB of K/V in flight per block, within what two blocks per SM
-  // (D <= 128) or one (D = 256, also within an A100's 164 KiB) can hold.
-  static constexpr int kStages = D == 256 ? 2 : (D == 128 ? 3 : 4);
+  static constexpr int kStages = STAGES;
   static constexpr size_t kStageBytes = size_t(kTileKeys) * D * 2 * 2;  // K and V, 16-bit
   static constexpr size_t kQBytes = size_t(kLargeRows) * D * 2;
-  static constexpr size_t kSmemBytes = kQBytes + kStages * kStageBytes;
+  static constexpr size_t kSmemBytes = kQBytes + kStages * kStageBytes + kStages * kTileKeys * 4;
   // The small tile's warp merge reuses the stage buffers: 4 warps x 16 rows x D floats + m, l.
   static_assert(4 * 16 * (D + 2) * 4 <= kStages * kStageBytes, "merge buffer must fit the stages");
 };
@@ -68,12 +72,12 @@ __device__ __forceinline__ uint32_t pack2<gpu_half>(float lo, float hi) {
 
 // One tile of one sequence for one KV head and KV split. WM = warps along rows (1: small tile,
 // 4: large tile).
-template <typename T, int D, int WM>
+template <typename T, int D, int STAGES, int WM>
 __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int page_shift, int seq,
                                             int q_begin, int q_len, int tile, int kv_head,
                                             unsigned char* smem, float* __restrict__ ws_out,
                                             float* __restrict__ ws_lse) {
-  using C = TileConfig<D>;
+  using C = TileConfig<D, STAGES>;
   constexpr int R = 16 * WM;                   // rows of this tile
   constexpr int WK = 4 / WM;                   // warps along keys
   constexpr int KW = kTileKeys / WK;           // keys per warp per stage
@@ -119,46 +123,49 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
     cp_async_16(sQ + swz<D>(r, ch), q + (token * p.num_q_heads + head) * D + ch * 8, live);
   }
 
-  // Each thread copies chunk `my_chunk` of keys my_key0 + i * KEYS_PER_PASS of every stage.
+  // Each thread copies chunk `my_chunk` of keys my_key0 + i * KEYS_PER_PASS of every stage. The
+  // stages' page ids sit in shared memory (one slot per stage, one entry per key), filled by the
+  // first 64 threads: the table is read a full stage ahead into a register and stored only after
+  // the stage's math, so its latency hides behind that math.
   const int my_chunk = tid % CPK, my_key0 = tid / CPK;
   const T* k_base = static_cast<const T*>(p.k_cache) + kv_head * p.head_stride + my_chunk * 8;
   const T* v_base = static_cast<const T*>(p.v_cache) + kv_head * p.head_stride + my_chunk * 8;
   const int32_t* table = p.block_tables + int64_t(seq) * p.max_pages;
   const int page_mask = int(p.page_size - 1);
+  int* sPages = reinterpret_cast<int*>(sStage + STAGES * 2 * kTileKeys * D);  // [STAGES][kTileKeys]
   bool bad_page = false;
-  int pages[PASSES];
-  auto fetch_pages = [&](int t) {
-#pragma unroll
-    for (int i = 0; i < PASSES; ++i) {
-      const int j = k_begin + t * kTileKeys + my_key0 + i * KEYS_PER_PASS;
-      pages[i] = j < k_end ? table[j >> page_shift] : 0;
-    }
+  auto lookup = [&](int t) {  // page id of key `tid` of stage t (threads < kTileKeys)
+    const int j = k_begin + t * kTileKeys + tid;
+    return j < k_end ? table[j >> page_shift] : 0;
   };
   auto issue_stage = [&](int t) {
-    T* sK = sStage + (t % C::kStages) * 2 * kTileKeys * D;
+    T* sK = sStage + (t % STAGES) * 2 * kTileKeys * D;
     T* sV = sK + kTileKeys * D;
+    const int* pages = sPages + (t % STAGES) * kTileKeys;
 #pragma unroll
     for (int i = 0; i < PASSES; ++i) {
       const int key = my_key0 + i * KEYS_PER_PASS;
       const int j = k_begin + t * kTileKeys + key;
+      const int page = pages[key];
       bool valid = j < k_end;
-      if (valid && (pages[i] < 0 || pages[i] >= p.num_pages)) {
+      if (valid && (page < 0 || page >= p.num_pages)) {
         bad_page = true;
         valid = false;
       }
-      const int64_t off = valid ? int64_t(pages[i]) * p.page_stride + int64_t(j & page_mask) * p.slot_stride : 0;
+      const int64_t off = valid ? int64_t(page) * p.page_stride + int64_t(j & page_mask) * p.slot_stride : 0;
       cp_async_16(sK + swz<D>(key, my_chunk), k_base + off, valid);
       cp_async_16(sV + swz<D>(key, my_chunk), v_base + off, valid);
     }
   };
 
-  if (num_tiles > 0) fetch_pages(0);
+  if (tid < kTileKeys) {
 #pragma unroll
-  for (int s = 0; s < C::kStages - 1; ++s) {
-    if (s < num_tiles) {
-      issue_stage(s);
-      if (s + 1 < num_tiles) fetch_pages(s + 1);
-    }
+    for (int s = 0; s < STAGES; ++s) sPages[s * kTileKeys + tid] = s < num_tiles ? lookup(s) : 0;
+  }
+  __syncthreads();
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < num_tiles) issue_stage(s);
     cp_async_commit();  // group 0 also holds the queries
   }
 
@@ -188,16 +195,14 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
 
   const int q_row = wm * 16 + (lane & 15);
   for (int t = 0; t < num_tiles; ++t) {
-    cp_async_wait<C::kStages - 2>();  // stage t (and the queries) have landed for this thread
+    cp_async_wait<STAGES - 2>();  // stage t (and the queries) have landed for this thread
     __syncthreads();                  // ... for every thread; and stage t - 1 is free again
-    const int next = t + C::kStages - 1;
-    if (next < num_tiles) {
-      issue_stage(next);
-      if (next + 1 < num_tiles) fetch_pages(next + 1);
-    }
+    const int next = t + STAGES - 1;
+    if (next < num_tiles) issue_stage(next);
     cp_async_commit();
+    const int pending_page = (tid < kTileKeys && next + 1 < num_tiles) ? lookup(next + 1) : 0;
 
-    const T* sK = sStage + (t % C::kStages) * 2 * kTileKeys * D;
+    const T* sK = sStage + (t % STAGES) * 2 * kTileKeys * D;
     const T* sV = sK + kTileKeys * D;
     const int tile_start = k_begin + t * kTileKeys;
 #pragma unroll
@@ -284,6 +289,9 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
         }
       }
     }
+    // Slot (t + STAGES) % STAGES held stage t, whose copies were issued before this iteration's
+    // barrier; stage t + STAGES reads it after the next one.
+    if (tid < kTileKeys) sPages[((t + STAGES) % STAGES) * kTileKeys + tid] = pending_page;
   }
   cp_async_wait<0>();
   bad_page = __syncthreads_or(bad_page);  // also: every warp is done with the stages
@@ -367,32 +375,34 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
   }
 }
 
-// Grid: x = work item x KV head (head fastest), y = KV split. A work item is one tile of one
-// sequence: with `work` null (pure decode) item w is tile w % tiles_per_seq of sequence
-// w / tiles_per_seq; otherwise work[2w] is the sequence (< 0: no work) and work[2w + 1] the tile,
-// with kLargeTileFlag set for a large tile (tile_schedule.cuh writes the list on the device).
-template <typename T, int D>
+// The list entry that block position `pos` runs: the large tiles sit at positions
+// floor(k * total / n_large), spread evenly among the small ones (tile_schedule.cuh); the small
+// tiles fill the other positions in list order. Returns the entry index, or -1 past the end.
+__device__ __forceinline__ int64_t tile_at(int64_t pos, int64_t n_large, int64_t total) {
+  if (pos >= total) return -1;
+  if (n_large == 0) return pos;
+  const int64_t k = (pos * n_large + total - 1) / total;  // large positions before pos
+  if (k < n_large && k * total / n_large == pos) return k;
+  return n_large + pos - k;
+}
+
+// Grid: x = list position x KV head (head fastest), y = KV split. `work` is the list that
+// paged_tile_schedule_kernel wrote: [n_large, total, (seq, tile word) pairs...].
+template <typename T, int D, int STAGES>
 __global__ void __launch_bounds__(kTileThreads)
     paged_tile_kernel(const PagedAttentionParams p, int page_shift, const int32_t* __restrict__ work,
-                      int tiles_per_seq, int large_decode, float* __restrict__ ws_out,
-                      float* __restrict__ ws_lse) {
+                      float* __restrict__ ws_out, float* __restrict__ ws_lse) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int kv_head = int(blockIdx.x % p.num_kv_heads);
-  const int64_t w = blockIdx.x / p.num_kv_heads;
-  int seq, tile, q_begin, q_len;
-  bool large;
-  if (work == nullptr) {
-    seq = int(w / tiles_per_seq);
-    tile = int(w % tiles_per_seq);
-    large = large_decode != 0;
-    q_begin = seq;
-    q_len = 1;
-  } else {
-    seq = work[2 * w];
-    if (seq < 0 || seq >= p.num_seqs) return;
-    const int word = work[2 * w + 1];
-    large = (word & kLargeTileFlag) != 0;
-    tile = word & (kLargeTileFlag - 1);
+  const int64_t e = tile_at(blockIdx.x / p.num_kv_heads, work[0], work[1]);
+  if (e < 0) return;
+  const int seq = work[2 + 2 * e];
+  if (seq < 0 || seq >= p.num_seqs) return;
+  const int word = work[3 + 2 * e];
+  const bool large = (word & kLargeTileFlag) != 0;
+  const int tile = word & (kLargeTileFlag - 1);
+  int q_begin = seq, q_len = 1;
+  if (!p.decode_only) {
     auto cu_at = [&](int64_t i) {
       const int64_t c = p.cu_q_lens[i];
       return int(c < 0 ? 0 : (c > p.num_tokens ? p.num_tokens : c));
@@ -401,9 +411,9 @@ __global__ void __launch_bounds__(kTileThreads)
     q_len = max(0, cu_at(seq + 1) - q_begin);
   }
   if (large) {
-    attend_tile<T, D, 4>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
+    attend_tile<T, D, STAGES, 4>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
   } else {
-    attend_tile<T, D, 1>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
+    attend_tile<T, D, STAGES, 1>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
   }
 }
 

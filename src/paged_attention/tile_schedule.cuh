@@ -1,12 +1,18 @@
-// The device-side schedule of a ragged paged-attention call (cu_q_lens given), computed from
-// cu_q_lens on the GPU so the host never reads it (the call stays graph-capturable).
+// The device-side schedule of a paged-attention call, computed from kv_lens and cu_q_lens on the
+// GPU so the host never reads them (the call stays graph-capturable).
 //
-// Block 0 lists the work items of tile_kernel.cuh: every sequence whose query chunk has more than
-// kSmallRows rows (q_len x group) is cut into large tiles, the others get one small tile. Large
-// tiles are listed first: they run longest, and starting them first keeps them off the tail of the
-// grid while the many short decode tiles fill in around them. Unused entries read -1.
+// Block 0 lists the work items of tile_kernel.cuh. A sequence whose query chunk has more than
+// kSmallRows rows (q_len x group) is cut into large tiles; the others get one small tile. Small
+// tiles are ordered by KV length, longest first (a counting sort over 256 length buckets): the
+// hardware hands out blocks in order, so the long ones start early and the short ones fill the
+// tail (longest-processing-time-first). The attention kernel spreads the large tiles evenly among
+// the small ones (see tile_at), so compute-heavy prefill tiles run beside bandwidth-heavy decode
+// tiles instead of in a phase of their own.
 // The other blocks clear padding rows (rows of q that no sequence owns: output 0, lse -inf), which
 // the attention kernel never visits.
+//
+// Work list layout (int32): [0] number of large tiles, [1] number of tiles, then (seq, tile word)
+// pairs, large tiles first; the tile word carries kLargeTileFlag for a large tile.
 #pragma once
 
 #include "common/gpu_math.cuh"
@@ -17,11 +23,13 @@
 namespace jaxpaged {
 
 constexpr int kScheduleThreads = 256;
+constexpr int kLengthBuckets = 256;
 constexpr int kPaddingRowsPerBlock = kScheduleThreads / 32;  // one warp per row
 
-// Upper bound on the work items of a ragged call: sum over sequences of ceil(rows / 64), or 1 for a
-// small tile, is at most num_tokens * group / 64 + num_seqs. jaxpaged/paged_attention.py mirrors it.
-inline int64_t ragged_work_capacity(int64_t num_tokens, int64_t group, int64_t num_seqs) {
+// Upper bound on the work items of a call: a sequence has ceil(rows / 64) large tiles or one
+// small tile, so at most num_tokens * group / 64 + num_seqs in all (cu_q_lens non-decreasing).
+// jaxpaged/paged_attention.py mirrors this to size the workspace: 2 * (capacity + 1) int32.
+inline int64_t tile_list_capacity(int64_t num_tokens, int64_t group, int64_t num_seqs) {
   return (num_tokens * group + kLargeRows - 1) / kLargeRows + num_seqs;
 }
 
@@ -50,7 +58,9 @@ __global__ void __launch_bounds__(kScheduleThreads)
   }
 
   const int64_t group = p.num_q_heads / p.num_kv_heads;
+  const int64_t capacity = p.max_pages * p.page_size;
   auto cu_at = [&](int64_t i) -> int64_t {
+    if (p.decode_only) return i;
     const int64_t c = p.cu_q_lens[i];
     return c < 0 ? 0 : (c > num_tokens ? num_tokens : c);
   };
@@ -60,46 +70,81 @@ __global__ void __launch_bounds__(kScheduleThreads)
     *large = rows > kSmallRows;
     return rows == 0 ? 0 : (*large ? (rows + kLargeRows - 1) / kLargeRows : 1);
   };
+  int32_t* list = work + 2;
 
+  __shared__ int64_t large_before[kScheduleThreads];  // large tiles of the threads before
+  __shared__ int bucket_start[kLengthBuckets];
+  __shared__ int max_len;
+  __shared__ int64_t n_large_total, n_small_total;
+  for (int b = tid; b < kLengthBuckets; b += kScheduleThreads) bucket_start[b] = 0;
+  if (tid == 0) max_len = 1;
   // Every entry starts as "no work", so none is left unwritten even if cu_q_lens is not
-  // non-decreasing and the list overflows. Each thread then takes a contiguous run of sequences;
-  // thread 0 scans the per-thread counts.
-  for (int64_t i = tid; i < work_cap; i += kScheduleThreads) work[2 * i] = -1;
+  // non-decreasing and the list overflows.
+  for (int64_t i = tid; i < work_cap; i += kScheduleThreads) list[2 * i] = -1;
+  __syncthreads();
+
+  // Each thread takes a contiguous run of sequences.
   const int64_t per = (S + kScheduleThreads - 1) / kScheduleThreads;
   const int64_t s0 = tid * per, s1 = s0 + per < S ? s0 + per : S;
-  int64_t n_large = 0, n_small = 0;
+  int64_t n_large = 0;
   for (int64_t s = s0; s < s1; ++s) {
     bool large;
     const int64_t n = tiles_of(s, &large);
-    (large ? n_large : n_small) += n;
+    if (large) n_large += n;
+    atomicMax(&max_len, int(clamp_kv_len(p.kv_lens[s], capacity)));
   }
-  __shared__ int64_t off_large[kScheduleThreads], off_small[kScheduleThreads];
-  __shared__ int64_t total_large;
-  off_large[tid] = n_large;
-  off_small[tid] = n_small;
+  large_before[tid] = n_large;
+  __syncthreads();
+  const int top = max_len;
+  auto bucket_of = [&](int64_t s) {  // longest first
+    const int64_t len = clamp_kv_len(p.kv_lens[s], capacity);
+    return int((int64_t(top) - len) * (kLengthBuckets - 1) / top);
+  };
+  for (int64_t s = s0; s < s1; ++s) {
+    bool large;
+    if (tiles_of(s, &large) > 0 && !large) atomicAdd(&bucket_start[bucket_of(s)], 1);
+  }
   __syncthreads();
   if (tid == 0) {
-    int64_t a = 0, b = 0;
+    int64_t a = 0;
     for (int i = 0; i < kScheduleThreads; ++i) {
-      const int64_t x = off_large[i], y = off_small[i];
-      off_large[i] = a;
-      off_small[i] = b;
+      const int64_t x = large_before[i];
+      large_before[i] = a;
       a += x;
-      b += y;
     }
-    total_large = a;
+    int64_t b = 0;
+    for (int i = 0; i < kLengthBuckets; ++i) {
+      const int x = bucket_start[i];
+      bucket_start[i] = int(b);
+      b += x;
+    }
+    n_large_total = a;
+    n_small_total = b;
   }
   __syncthreads();
-  int64_t next_large = off_large[tid], next_small = total_large + off_small[tid];
+
+  int64_t next_large = large_before[tid];
   for (int64_t s = s0; s < s1; ++s) {
     bool large;
     const int64_t n = tiles_of(s, &large);
-    int64_t& next = large ? next_large : next_small;
-    for (int64_t i = 0; i < n; ++i, ++next) {
-      if (next >= work_cap) break;  // only if cu_q_lens is not non-decreasing
-      work[2 * next] = int32_t(s);
-      work[2 * next + 1] = int32_t(i) | (large ? kLargeTileFlag : 0);
+    if (n == 0) continue;
+    if (large) {
+      for (int64_t i = 0; i < n && next_large < work_cap; ++i, ++next_large) {
+        list[2 * next_large] = int32_t(s);
+        list[2 * next_large + 1] = int32_t(i) | kLargeTileFlag;
+      }
+    } else {
+      const int64_t at = n_large_total + atomicAdd(&bucket_start[bucket_of(s)], 1);
+      if (at < work_cap) {
+        list[2 * at] = int32_t(s);
+        list[2 * at + 1] = 0;
+      }
     }
+  }
+  if (tid == 0) {
+    const int64_t total = n_large_total + n_small_total;
+    work[0] = int32_t(n_large_total < work_cap ? n_large_total : work_cap);
+    work[1] = int32_t(total < work_cap ? total : work_cap);
   }
 }
 

@@ -62,14 +62,15 @@ def test_ragged_decode_and_prefill_chunks(rng, dtype, kv_layout):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("heads", [(8, 2), (4, 4)], ids=lambda h: f"hq{h[0]}-hkv{h[1]}")
-def test_ragged_long_chunks_with_splits(rng, dtype, heads):
+@pytest.mark.parametrize("heads,head_dim", [((8, 2), 128), ((4, 4), 128), ((8, 2), 256), ((16, 1), 64)],
+                         ids=lambda x: f"hq{x[0]}-hkv{x[1]}" if isinstance(x, tuple) else f"d{x}")
+def test_ragged_long_chunks_with_splits(rng, dtype, heads, head_dim):
     # Chunks of many query rows (several 64-row tiles on the GPU, rows crossing tile edges), long
     # contexts beside short ones (so the GPU splits the KV range of a ragged call), padding rows.
     q_lens = [150, 1, 1, 70]
     kv_lens = [3000, 4000, 20, 70]
     case = paged_case(rng, q_lens=q_lens, kv_lens=kv_lens, num_q_heads=heads[0], num_kv_heads=heads[1],
-                      head_dim=128, page_size=16, dtype=dtype, pad_rows=3)
+                      head_dim=head_dim, page_size=16, dtype=dtype, pad_rows=3)
     out, _ = check(case, dtype)
     check(case, dtype, sliding_window=100, soft_cap=30.0)
     assert np.all(np.asarray(out[sum(q_lens):], np.float32) == 0)

@@ -23,9 +23,9 @@ int page_shift_of(int64_t page_size) {
   return shift;
 }
 
-template <typename T, int D, int STAGES>
+template <typename T, int D, bool LARGE>
 ffi::Error launch_tiles(const PagedAttentionParams& p, float* ws, int64_t ws_floats, gpuStream_t stream) {
-  using C = TileConfig<D, STAGES>;
+  using C = TileConfig<D, LARGE>;
   const int64_t group = p.num_q_heads / p.num_kv_heads;
   const int64_t rows = p.num_tokens * p.num_q_heads;
   // The tile list sits at the front of the workspace (jaxpaged/paged_attention.py sizes it).
@@ -36,17 +36,21 @@ ffi::Error launch_tiles(const PagedAttentionParams& p, float* ws, int64_t ws_flo
   int32_t* work = reinterpret_cast<int32_t*>(ws);
   ws += 2 * (work_cap + 1);
   ws_floats -= 2 * (work_cap + 1);
-  const int64_t blocks = work_cap * p.num_kv_heads;
+  // Pure decode knows its tile count (one per sequence, or ceil(group / 64) large ones); a ragged
+  // call launches for the list's capacity and blocks past the list's end return at once.
+  const int64_t tiles =
+      p.decode_only ? p.num_seqs * (group > kSmallRows ? (group + kLargeRows - 1) / kLargeRows : 1) : work_cap;
+  const int64_t blocks = tiles * p.num_kv_heads;
   if (blocks > 0x7FFFFFFF) {
     return ffi::Error::InvalidArgument("jaxpaged: paged_attention needs more thread blocks than a grid holds (2^31 - 1)");
   }
-  auto kernel = paged_tile_kernel<T, D, STAGES>;
+  auto kernel = paged_tile_kernel<T, D, LARGE>;
   if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(C::kSmemBytes)) != gpuSuccess) {
     return last_launch_error("paged_tile_kernel (shared memory size)");
   }
   const int cap = ws_floats >= rows * (D + 1) ? int(ws_floats / (rows * (D + 1))) : 1;
-  const int splits = choose_kv_splits(blocks, cap < kMaxSplits ? cap : kMaxSplits, p.max_pages * p.page_size,
-                                      256, resident_blocks(kernel, kTileThreads, C::kSmemBytes));
+  const int splits = choose_kv_splits(blocks, cap < kMaxSplits ? cap : kMaxSplits, p.max_pages * p.page_size, 256,
+                                      resident_blocks(kernel, kTileThreads, C::kSmemBytes));
   float* ws_out = ws;
   float* ws_lse = ws + int64_t(splits) * rows * D;
   // Pure decode has no padding rows: only the list block runs.
@@ -64,21 +68,11 @@ ffi::Error launch_tiles(const PagedAttentionParams& p, float* ws, int64_t ws_flo
   return ffi::Error::Success();
 }
 
-// Dynamic shared memory a block may opt into on the current device.
-inline size_t max_block_smem() {
-  int device = 0, bytes = 0;
-  if (gpuGetDevice(&device) != gpuSuccess ||
-      cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != gpuSuccess) {
-    return 0;
-  }
-  return size_t(bytes);
-}
-
+// The instance without the large-tile path serves pure decode with a GQA group of at most 16.
 template <typename T, int D>
-ffi::Error launch_tiles_staged(const PagedAttentionParams& p, float* ws, int64_t n, gpuStream_t s) {
-  constexpr int kDeep = default_stages<D>();
-  if (TileConfig<D, kDeep>::kSmemBytes <= max_block_smem()) return launch_tiles<T, D, kDeep>(p, ws, n, s);
-  return launch_tiles<T, D, 2>(p, ws, n, s);
+ffi::Error launch_tiles_for(const PagedAttentionParams& p, float* ws, int64_t n, gpuStream_t s) {
+  const bool large = !p.decode_only || p.num_q_heads / p.num_kv_heads > kSmallRows;
+  return large ? launch_tiles<T, D, true>(p, ws, n, s) : launch_tiles<T, D, false>(p, ws, n, s);
 }
 
 template <typename T, int D, int GH>
@@ -115,7 +109,7 @@ ffi::Error dispatch_heads(const PagedAttentionParams& p, float* ws, int64_t n, g
     const char* v = std::getenv("JAXPAGED_PAGED_KERNEL");
     return v != nullptr && std::strcmp(v, "simt") == 0;
   }();
-  if (!simt) return launch_tiles_staged<T, D>(p, ws, n, s);
+  if (!simt) return launch_tiles_for<T, D>(p, ws, n, s);
   // The SIMT kernel ignores a ragged call's tile list at the front of the workspace: it only uses
   // the split part, sized for the tile kernel's list plus splits, which is never smaller.
   const int64_t group = p.num_q_heads / p.num_kv_heads;

@@ -6,12 +6,15 @@
 // (4 warps) attends one tile over its sequence's visible keys (or one KV split of them). So each
 // K/V byte a block reads serves every query head that shares it.
 //   small tile (16 rows, decode: up to 16 heads x tokens): the 4 warps share the rows and split
-//       each 64-key stage 4 ways (16 keys each), each with its own online softmax; they merge
-//       through shared memory at the end.
-//   large tile (64 rows, prefill chunks): each warp owns 16 rows and sweeps all 64 keys of a stage
+//       each stage's keys 16 per warp, each warp with its own online softmax; with D = 256 (32-key
+//       stages) two warps take each 16 keys and split the output columns. They merge through
+//       shared memory at the end.
+//   large tile (64 rows, prefill chunks): each warp owns 16 rows and sweeps all keys of a stage
 //       (FlashAttention-2 style).
-// K/V stages of 64 keys stream through shared memory with cp.async, STAGES deep, and page ids are
-// read a stage ahead so the table lookup never sits in front of a load. Shared memory is XOR
+// K/V stages (64 keys; 32 for D = 256) stream through shared memory with cp.async, STAGES deep,
+// and page ids are read a stage ahead so the table lookup never sits in front of a load.
+// A pure-decode call with a GQA group of at most 16 has only small tiles: it runs the instance
+// without the large path (LARGE = false), whose query buffer is 16 rows, not 64. Shared memory is XOR
 // swizzled (16-byte chunk c of row r lives at chunk c ^ (r % 8)), which keeps ldmatrix free of bank
 // conflicts without padding. S = Q K^T and P V run on tensor cores; P stays in registers (the
 // accumulator fragment of S is the A fragment of P V).
@@ -30,25 +33,23 @@
 namespace jaxpaged {
 
 constexpr int kTileThreads = 128;
-constexpr int kTileKeys = 64;    // keys per pipeline stage
 constexpr int kSmallRows = 16;   // rows of a decode tile
 constexpr int kLargeRows = 64;   // rows of a prefill tile
 constexpr int kLargeTileFlag = 1 << 30;  // set in a work entry's tile word for a large tile
 
-// Pipeline depth: enough stages to keep 64-128 KiB of K/V in flight per SM, within what two blocks
-// per SM (D <= 128) or one (D = 256) can hold. D = 256 takes 3 stages (224 KiB) where the device
-// allows it (Hopper), else 2 (A100: 164 KiB); the launcher picks.
-template <int D>
-constexpr int default_stages() { return D == 256 ? 3 : (D == 128 ? 3 : 4); }
-
-template <int D, int STAGES>
+// Shared memory per block: the queries, STAGES x (K + V) stages of kKeys keys, their page ids.
+// Sized so two blocks fit on an SM (three for D = 64), with 64-96 KiB of K/V in flight per block,
+// and within an A100's 164 KiB.
+template <int D, bool LARGE>
 struct TileConfig {
-  static constexpr int kStages = STAGES;
-  static constexpr size_t kStageBytes = size_t(kTileKeys) * D * 2 * 2;  // K and V, 16-bit
-  static constexpr size_t kQBytes = size_t(kLargeRows) * D * 2;
-  static constexpr size_t kSmemBytes = kQBytes + kStages * kStageBytes + kStages * kTileKeys * 4;
-  // The small tile's warp merge reuses the stage buffers: 4 warps x 16 rows x D floats + m, l.
-  static_assert(4 * 16 * (D + 2) * 4 <= kStages * kStageBytes, "merge buffer must fit the stages");
+  static constexpr int kKeys = D == 256 ? 32 : 64;  // keys per stage
+  static constexpr int kStages = D == 64 ? 4 : ((D == 256 && LARGE) ? 2 : 3);
+  static constexpr int kQRows = LARGE ? kLargeRows : kSmallRows;
+  static constexpr size_t kStageBytes = size_t(kKeys) * D * 2 * 2;  // K and V, 16-bit
+  static constexpr size_t kSmemBytes =
+      size_t(kQRows) * D * 2 + kStages * kStageBytes + size_t(kStages) * kKeys * 4;
+  // The small tile's warp merge reuses the stage buffers: (kKeys / 16) x 16 rows x (D + 2) floats.
+  static_assert(kKeys * (D + 2) * 4 <= kStages * kStageBytes, "merge buffer must fit the stages");
 };
 
 // Element offset of 16-byte chunk `c` of row `r` in a swizzled [rows][D] tile.
@@ -72,27 +73,32 @@ __device__ __forceinline__ uint32_t pack2<gpu_half>(float lo, float hi) {
 
 // One tile of one sequence for one KV head and KV split. WM = warps along rows (1: small tile,
 // 4: large tile).
-template <typename T, int D, int STAGES, int WM>
+template <typename T, int D, bool LARGE, int WM>
 __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int page_shift, int seq,
                                             int q_begin, int q_len, int tile, int kv_head,
                                             unsigned char* smem, float* __restrict__ ws_out,
                                             float* __restrict__ ws_lse) {
-  using C = TileConfig<D, STAGES>;
-  constexpr int R = 16 * WM;                   // rows of this tile
-  constexpr int WK = 4 / WM;                   // warps along keys
-  constexpr int KW = kTileKeys / WK;           // keys per warp per stage
+  using C = TileConfig<D, LARGE>;
+  constexpr int STAGES = C::kStages;
+  constexpr int KT = C::kKeys;                         // keys per stage
+  constexpr int R = 16 * WM;                          // rows of this tile
+  constexpr int WK = WM == 4 ? 1 : KT / 16;    // warps along keys
+  constexpr int WD = 4 / (WM * WK);                   // warps along output columns
+  constexpr int KW = KT / WK;                  // keys per warp per stage
   constexpr int SUB = (D == 256 && KW > 32) ? 32 : KW;  // keys per softmax step (bounds registers)
-  constexpr int CPK = D / 8;                   // 16-byte chunks per row
+  constexpr int CPK = D / 8;                          // 16-byte chunks per row
   constexpr int KEYS_PER_PASS = kTileThreads / CPK;
-  constexpr int PASSES = kTileKeys / KEYS_PER_PASS;
-  constexpr int NT = D / 8;                    // 8-column tiles of the output
+  constexpr int PASSES = KT / KEYS_PER_PASS;
+  constexpr int NT = D / WD / 8;                      // 8-column output tiles per warp
+  static_assert(WM * WK * WD == 4 && R <= C::kQRows, "4 warps; the tile fits the query buffer");
   const int split = blockIdx.y, num_splits = gridDim.y;
   const int G = int(p.num_q_heads / p.num_kv_heads);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int wm = warp % WM, wk = warp / WM;
+  const int wm = warp % WM, wk = (warp / WM) % WK, wd = warp / (WM * WK);
+  const int col0 = wd * (D / WD);  // this warp's first output column
 
   T* sQ = reinterpret_cast<T*>(smem);
-  T* sStage = sQ + kLargeRows * D;  // stage s: K at sStage + s * 2 * kTileKeys * D, V after it
+  T* sStage = sQ + C::kQRows * D;  // stage s: K at sStage + s * 2 * KT * D, V after it
 
   const int64_t rows_total = int64_t(q_len) * G;
   const int64_t row0 = int64_t(tile) * R;
@@ -108,10 +114,10 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
   }
   const int n_keys = u_end > u_begin ? u_end - u_begin : 0;
   const int per_split = (n_keys + num_splits - 1) / num_splits;
-  const int chunk = (per_split + kTileKeys - 1) / kTileKeys * kTileKeys;  // whole stages per split
+  const int chunk = (per_split + KT - 1) / KT * KT;  // whole stages per split
   const int k_begin = u_begin + split * chunk;
   const int k_end = min(u_end, k_begin + chunk);
-  const int num_tiles = k_end > k_begin ? (k_end - k_begin + kTileKeys - 1) / kTileKeys : 0;
+  const int num_tiles = k_end > k_begin ? (k_end - k_begin + KT - 1) / KT : 0;
 
   // Queries of the tile's rows; rows past the chunk read as 0.
   const T* q = static_cast<const T*>(p.q);
@@ -125,27 +131,27 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
 
   // Each thread copies chunk `my_chunk` of keys my_key0 + i * KEYS_PER_PASS of every stage. The
   // stages' page ids sit in shared memory (one slot per stage, one entry per key), filled by the
-  // first 64 threads: the table is read a full stage ahead into a register and stored only after
+  // first KT threads: the table is read a full stage ahead into a register and stored only after
   // the stage's math, so its latency hides behind that math.
   const int my_chunk = tid % CPK, my_key0 = tid / CPK;
   const T* k_base = static_cast<const T*>(p.k_cache) + kv_head * p.head_stride + my_chunk * 8;
   const T* v_base = static_cast<const T*>(p.v_cache) + kv_head * p.head_stride + my_chunk * 8;
   const int32_t* table = p.block_tables + int64_t(seq) * p.max_pages;
   const int page_mask = int(p.page_size - 1);
-  int* sPages = reinterpret_cast<int*>(sStage + STAGES * 2 * kTileKeys * D);  // [STAGES][kTileKeys]
+  int* sPages = reinterpret_cast<int*>(sStage + STAGES * 2 * KT * D);  // [STAGES][KT]
   bool bad_page = false;
-  auto lookup = [&](int t) {  // page id of key `tid` of stage t (threads < kTileKeys)
-    const int j = k_begin + t * kTileKeys + tid;
+  auto lookup = [&](int t) {  // page id of key `tid` of stage t (threads < KT)
+    const int j = k_begin + t * KT + tid;
     return j < k_end ? table[j >> page_shift] : 0;
   };
   auto issue_stage = [&](int t) {
-    T* sK = sStage + (t % STAGES) * 2 * kTileKeys * D;
-    T* sV = sK + kTileKeys * D;
-    const int* pages = sPages + (t % STAGES) * kTileKeys;
+    T* sK = sStage + (t % STAGES) * 2 * KT * D;
+    T* sV = sK + KT * D;
+    const int* pages = sPages + (t % STAGES) * KT;
 #pragma unroll
     for (int i = 0; i < PASSES; ++i) {
       const int key = my_key0 + i * KEYS_PER_PASS;
-      const int j = k_begin + t * kTileKeys + key;
+      const int j = k_begin + t * KT + key;
       const int page = pages[key];
       bool valid = j < k_end;
       if (valid && (page < 0 || page >= p.num_pages)) {
@@ -158,9 +164,9 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
     }
   };
 
-  if (tid < kTileKeys) {
+  if (tid < KT) {
 #pragma unroll
-    for (int s = 0; s < STAGES; ++s) sPages[s * kTileKeys + tid] = s < num_tiles ? lookup(s) : 0;
+    for (int s = 0; s < STAGES; ++s) sPages[s * KT + tid] = s < num_tiles ? lookup(s) : 0;
   }
   __syncthreads();
 #pragma unroll
@@ -200,11 +206,11 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
     const int next = t + STAGES - 1;
     if (next < num_tiles) issue_stage(next);
     cp_async_commit();
-    const int pending_page = (tid < kTileKeys && next + 1 < num_tiles) ? lookup(next + 1) : 0;
+    const int pending_page = (tid < KT && next + 1 < num_tiles) ? lookup(next + 1) : 0;
 
-    const T* sK = sStage + (t % STAGES) * 2 * kTileKeys * D;
-    const T* sV = sK + kTileKeys * D;
-    const int tile_start = k_begin + t * kTileKeys;
+    const T* sK = sStage + (t % STAGES) * 2 * KT * D;
+    const T* sV = sK + KT * D;
+    const int tile_start = k_begin + t * KT;
 #pragma unroll
     for (int sub = 0; sub < KW; sub += SUB) {
       const int key0 = wk * KW + sub;  // first key of this step, within the stage
@@ -283,7 +289,7 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
 #pragma unroll
         for (int n = 0; n < NT; n += 2) {
           uint32_t bf[4];
-          ldmatrix_x4_trans(bf, sV + swz<D>(vr, n + (lane >> 4)));
+          ldmatrix_x4_trans(bf, sV + swz<D>(vr, col0 / 8 + n + (lane >> 4)));
           mma_16816<T>(acc[n], a, bf);
           mma_16816<T>(acc[n + 1], a, bf + 2);
         }
@@ -291,7 +297,7 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
     }
     // Slot (t + STAGES) % STAGES held stage t, whose copies were issued before this iteration's
     // barrier; stage t + STAGES reads it after the next one.
-    if (tid < kTileKeys) sPages[((t + STAGES) % STAGES) * kTileKeys + tid] = pending_page;
+    if (tid < KT) sPages[((t + STAGES) % STAGES) * KT + tid] = pending_page;
   }
   cp_async_wait<0>();
   bad_page = __syncthreads_or(bad_page);  // also: every warp is done with the stages
@@ -316,7 +322,7 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
     else ws_lse[split * num_rows + row] = v;
   };
 
-  if constexpr (WK == 1) {
+  if constexpr (WK == 1 && WD == 1) {
     // Each warp owns its rows: normalise and write from registers.
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -335,22 +341,23 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
       }
     }
   } else {
-    // The 4 warps hold the same 16 rows over different keys: merge through shared memory.
-    float* sAcc = reinterpret_cast<float*>(sStage);  // [4][16][D]
-    float* sM = sAcc + 4 * 16 * D;                   // [4][16]
-    float* sL = sM + 4 * 16;
+    // The WK key groups hold the same 16 rows over different keys (each over its WD column
+    // slices): merge through shared memory.
+    float* sAcc = reinterpret_cast<float*>(sStage);  // [WK][16][D]
+    float* sM = sAcc + WK * 16 * D;                  // [WK][16]
+    float* sL = sM + WK * 16;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = lane / 4 + 8 * h;
 #pragma unroll
       for (int n = 0; n < NT; ++n) {
-        const int d = n * 8 + (lane & 3) * 2;
-        sAcc[(warp * 16 + r) * D + d] = acc[n][2 * h];
-        sAcc[(warp * 16 + r) * D + d + 1] = acc[n][2 * h + 1];
+        const int d = col0 + n * 8 + (lane & 3) * 2;
+        sAcc[(wk * 16 + r) * D + d] = acc[n][2 * h];
+        sAcc[(wk * 16 + r) * D + d + 1] = acc[n][2 * h + 1];
       }
-      if ((lane & 3) == 0) {
-        sM[warp * 16 + r] = m[h];
-        sL[warp * 16 + r] = l[h];
+      if ((lane & 3) == 0 && wd == 0) {
+        sM[wk * 16 + r] = m[h];
+        sL[wk * 16 + r] = l[h];
       }
     }
     __syncthreads();
@@ -358,10 +365,10 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
       const int r = i / D, d = i % D;
       float m_all = -INFINITY;
 #pragma unroll
-      for (int w = 0; w < 4; ++w) m_all = fmaxf(m_all, sM[w * 16 + r]);
+      for (int w = 0; w < WK; ++w) m_all = fmaxf(m_all, sM[w * 16 + r]);
       float l_all = 0.f, a_all = 0.f;
 #pragma unroll
-      for (int w = 0; w < 4; ++w) {
+      for (int w = 0; w < WK; ++w) {
         const float c = rescale(sM[w * 16 + r], m_all);
         l_all += sL[w * 16 + r] * c;
         a_all += sAcc[(w * 16 + r) * D + d] * c;
@@ -388,7 +395,7 @@ __device__ __forceinline__ int64_t tile_at(int64_t pos, int64_t n_large, int64_t
 
 // Grid: x = list position x KV head (head fastest), y = KV split. `work` is the list that
 // paged_tile_schedule_kernel wrote: [n_large, total, (seq, tile word) pairs...].
-template <typename T, int D, int STAGES>
+template <typename T, int D, bool LARGE>
 __global__ void __launch_bounds__(kTileThreads)
     paged_tile_kernel(const PagedAttentionParams p, int page_shift, const int32_t* __restrict__ work,
                       float* __restrict__ ws_out, float* __restrict__ ws_lse) {
@@ -410,11 +417,13 @@ __global__ void __launch_bounds__(kTileThreads)
     q_begin = cu_at(seq);
     q_len = max(0, cu_at(seq + 1) - q_begin);
   }
-  if (large) {
-    attend_tile<T, D, STAGES, 4>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
-  } else {
-    attend_tile<T, D, STAGES, 1>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
+  if constexpr (LARGE) {
+    if (large) {
+      attend_tile<T, D, LARGE, 4>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
+      return;
+    }
   }
+  if (!large) attend_tile<T, D, LARGE, 1>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
 }
 
 }  // namespace jaxpaged

@@ -17,6 +17,7 @@ using gpu_bf16 = __hip_bfloat16;
 #define gpuDeviceGetAttribute hipDeviceGetAttribute
 #define gpuDevAttrMultiProcessorCount hipDeviceAttributeMultiprocessorCount
 #define JP_SHFL_XOR(v, mask) __shfl_xor((v), (mask), 32)
+#define JP_SHFL_UP(v, delta) __shfl_up((v), (delta), 32)
 #else
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -32,4 +33,5 @@ using gpu_bf16 = __nv_bfloat16;
 #define gpuDeviceGetAttribute cudaDeviceGetAttribute
 #define gpuDevAttrMultiProcessorCount cudaDevAttrMultiProcessorCount
 #define JP_SHFL_XOR(v, mask) __shfl_xor_sync(0xffffffffu, (v), (mask))
+#define JP_SHFL_UP(v, delta) __shfl_up_sync(0xffffffffu, (v), (delta))
 #endif

@@ -21,6 +21,13 @@ __device__ __forceinline__ float fast_exp2(float x) {
 #endif
 }
 
+// tanh from one exp2 and one fast division: absolute error about 1e-7, where tanhf costs some 20
+// instructions (a soft cap applies it to every score). |x| is clamped at 15, where tanh is 1 in float.
+__device__ __forceinline__ float fast_tanh(float x) {
+  x = fminf(fmaxf(x, -15.f), 15.f);
+  return 1.f - __fdividef(2.f, fast_exp2(x * (2.f * kLog2e)) + 1.f);
+}
+
 __device__ __forceinline__ float to_float(gpu_half x) { return __half2float(x); }
 __device__ __forceinline__ float to_float(gpu_bf16 x) { return __bfloat162float(x); }
 

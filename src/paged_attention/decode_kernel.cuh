@@ -129,7 +129,7 @@ __global__ void __launch_bounds__(kPagedThreads)
         }
 #pragma unroll
         for (int off = LPK / 2; off > 0; off /= 2) dot += JP_SHFL_XOR(dot, off);
-        if (capped) dot = p.soft_cap * tanhf(dot / p.soft_cap) * kLog2e;
+        if (capped) dot = p.soft_cap * fast_tanh(dot / p.soft_cap) * kLog2e;
         s[u][g] = ok[u] ? dot : -INFINITY;
       }
     }

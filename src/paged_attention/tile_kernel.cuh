@@ -242,7 +242,7 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
           const int h = e >> 1;
           const int j = tile_start + key0 + n * 8 + (lane & 3) * 2 + (e & 1);
           float v = s[n][e] * s_mul;
-          if (capped) v = p.soft_cap * tanhf(v / p.soft_cap) * kLog2e;
+          if (capped) v = p.soft_cap * fast_tanh(v / p.soft_cap) * kLog2e;
           v = (j >= vis_b[h] && j < vis_e[h]) ? v : -INFINITY;
           s[n][e] = v;
           mx[h] = fmaxf(mx[h], v);

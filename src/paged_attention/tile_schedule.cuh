@@ -33,6 +33,29 @@ inline int64_t tile_list_capacity(int64_t num_tokens, int64_t group, int64_t num
   return (num_tokens * group + kLargeRows - 1) / kLargeRows + num_seqs;
 }
 
+// Exclusive prefix sum of v over the block's kScheduleThreads threads; *total gets the sum of all.
+__device__ __forceinline__ int64_t block_exclusive_sum(int64_t v, int64_t* total) {
+  __shared__ int64_t warp_sums[kScheduleThreads / 32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  int64_t x = v;
+#pragma unroll
+  for (int off = 1; off < 32; off *= 2) {
+    const int64_t y = JP_SHFL_UP(x, off);
+    if (lane >= off) x += y;
+  }
+  if (lane == 31) warp_sums[warp] = x;
+  __syncthreads();
+  int64_t before = 0, all = 0;
+#pragma unroll
+  for (int w = 0; w < kScheduleThreads / 32; ++w) {
+    before += w < warp ? warp_sums[w] : 0;
+    all += warp_sums[w];
+  }
+  __syncthreads();  // warp_sums may be reused by the next call
+  *total = all;
+  return before + x - v;
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kScheduleThreads)
     paged_tile_schedule_kernel(const PagedAttentionParams p, int32_t* __restrict__ work,
@@ -72,11 +95,10 @@ __global__ void __launch_bounds__(kScheduleThreads)
   };
   int32_t* list = work + 2;
 
-  __shared__ int64_t large_before[kScheduleThreads];  // large tiles of the threads before
+  static_assert(kLengthBuckets == kScheduleThreads, "one length bucket per thread in the scan");
   __shared__ int bucket_start[kLengthBuckets];
   __shared__ int max_len;
-  __shared__ int64_t n_large_total, n_small_total;
-  for (int b = tid; b < kLengthBuckets; b += kScheduleThreads) bucket_start[b] = 0;
+  bucket_start[tid] = 0;
   if (tid == 0) max_len = 1;
   // Every entry starts as "no work", so none is left unwritten even if cu_q_lens is not
   // non-decreasing and the list overflows.
@@ -93,7 +115,6 @@ __global__ void __launch_bounds__(kScheduleThreads)
     if (large) n_large += n;
     atomicMax(&max_len, int(clamp_kv_len(p.kv_lens[s], capacity)));
   }
-  large_before[tid] = n_large;
   __syncthreads();
   const int top = max_len;
   auto bucket_of = [&](int64_t s) {  // longest first
@@ -105,25 +126,14 @@ __global__ void __launch_bounds__(kScheduleThreads)
     if (tiles_of(s, &large) > 0 && !large) atomicAdd(&bucket_start[bucket_of(s)], 1);
   }
   __syncthreads();
-  if (tid == 0) {
-    int64_t a = 0;
-    for (int i = 0; i < kScheduleThreads; ++i) {
-      const int64_t x = large_before[i];
-      large_before[i] = a;
-      a += x;
-    }
-    int64_t b = 0;
-    for (int i = 0; i < kLengthBuckets; ++i) {
-      const int x = bucket_start[i];
-      bucket_start[i] = int(b);
-      b += x;
-    }
-    n_large_total = a;
-    n_small_total = b;
-  }
+  int64_t n_large_total, n_small_total;
+  const int64_t large_before = block_exclusive_sum(n_large, &n_large_total);
+  const int64_t in_bucket = bucket_start[tid];
+  const int64_t bucket_before = block_exclusive_sum(in_bucket, &n_small_total);
+  bucket_start[tid] = int(bucket_before);
   __syncthreads();
 
-  int64_t next_large = large_before[tid];
+  int64_t next_large = large_before;
   for (int64_t s = s0; s < s1; ++s) {
     bool large;
     const int64_t n = tiles_of(s, &large);

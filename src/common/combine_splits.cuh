@@ -19,23 +19,29 @@ __global__ void __launch_bounds__(kCombineThreads)
   const int64_t row = blockIdx.x;
   __shared__ float weight[kMaxSplits];
   __shared__ float total_lse;
-  if (threadIdx.x == 0) {
-    float m = -INFINITY;
-    bool nan = false;
-    for (int k = 0; k < num_splits; ++k) {
-      const float v = ws_lse[k * num_rows + row];
-      nan |= isnan(v);
-      m = fmaxf(m, v);
+  if (threadIdx.x < 32) {  // one warp derives the weights, two splits per lane
+    static_assert(kMaxSplits <= 64, "two splits per lane");
+    const int lane = threadIdx.x;
+    const float v0 = lane < num_splits ? ws_lse[lane * num_rows + row] : -INFINITY;
+    const float v1 = lane + 32 < num_splits ? ws_lse[(lane + 32) * num_rows + row] : -INFINITY;
+    int nan = isnan(v0) || isnan(v1);
+    float m = fmaxf(v0, v1);  // fmaxf skips a NaN; the flag carries it
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) {
+      nan |= JP_SHFL_XOR(nan, off);
+      m = fmaxf(m, JP_SHFL_XOR(m, off));
     }
-    float sum = 0.f;
-    for (int k = 0; k < num_splits; ++k) {
-      const float v = ws_lse[k * num_rows + row];
-      weight[k] = (m == -INFINITY || nan) ? 0.f : __expf(v - m);
-      sum += weight[k];
+    const bool none = m == -INFINITY || nan;
+    const float w0 = none ? 0.f : __expf(v0 - m), w1 = none ? 0.f : __expf(v1 - m);
+    float sum = w0 + w1;
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) sum += JP_SHFL_XOR(sum, off);
+    if (lane < num_splits) weight[lane] = sum > 0.f ? w0 / sum : 0.f;
+    if (lane + 32 < num_splits) weight[lane + 32] = sum > 0.f ? w1 / sum : 0.f;
+    if (lane == 0) {
+      total_lse = nan ? NAN : (sum > 0.f ? m + __logf(sum) : -INFINITY);
+      if (nan) weight[0] = NAN;
     }
-    for (int k = 0; k < num_splits; ++k) weight[k] = sum > 0.f ? weight[k] / sum : 0.f;
-    total_lse = nan ? NAN : (sum > 0.f ? m + __logf(sum) : -INFINITY);
-    if (nan) weight[0] = NAN;
   }
   __syncthreads();
   for (int d = threadIdx.x; d < dim; d += blockDim.x) {

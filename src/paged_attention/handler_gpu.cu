@@ -1,15 +1,9 @@
-// GPU handler for paged attention: decodes the call, picks the kernel instance (dtype, head
-// dim) and the KV split count, schedules ragged calls on the device, launches, merges splits.
-//
-// The tensor-core tile kernel (tile_kernel.cuh) serves every call. The first, CUDA-core kernel
-// (decode_kernel.cuh) stays selectable with JAXPAGED_PAGED_KERNEL=simt (read once per process),
-// so the two can be compared on the same inputs.
-#include <cstdlib>
-#include <cstring>
-
+// GPU handler for paged attention: decodes the call, picks the kernel instance (dtype, head dim,
+// with or without the large-tile path) and the KV split count, lists the tiles on the device,
+// launches, and merges splits.
+// One tensor-core kernel (tile_kernel.cuh) serves decode and ragged prefill alike.
 #include "common/combine_splits.cuh"
 #include "common/gpu_launch.h"
-#include "paged_attention/decode_kernel.cuh"
 #include "paged_attention/ffi_binding.h"
 #include "paged_attention/tile_kernel.cuh"
 #include "paged_attention/tile_schedule.cuh"
@@ -75,55 +69,12 @@ ffi::Error launch_tiles_for(const PagedAttentionParams& p, float* ws, int64_t n,
   return large ? launch_tiles<T, D, true>(p, ws, n, s) : launch_tiles<T, D, false>(p, ws, n, s);
 }
 
-template <typename T, int D, int GH>
-ffi::Error launch_simt(const PagedAttentionParams& p, float* ws, int64_t ws_floats, gpuStream_t stream) {
-  const int64_t rows = p.num_tokens * p.num_q_heads;
-  const int64_t blocks = p.num_tokens * (p.num_q_heads / GH);
-  if (blocks > 0x7FFFFFFF) {
-    return ffi::Error::InvalidArgument("jaxpaged: T x Hq / heads-per-block exceeds the GPU grid limit (2^31 - 1)");
-  }
-  const int cap = ws_floats >= rows * (D + 1) ? int(ws_floats / (rows * (D + 1))) : 1;
-  auto kernel = paged_attention_kernel<T, D, GH>;
-  const int splits = choose_kv_splits(blocks, cap < kMaxSplits ? cap : kMaxSplits, p.max_pages * p.page_size,
-                                      256, resident_blocks(kernel, kPagedThreads, 0));
-  float* ws_out = ws;
-  float* ws_lse = ws + int64_t(splits) * rows * D;
-  dim3 grid(unsigned(blocks), 1, unsigned(splits));  // blocks < 2^31: T x Hq / GH
-  kernel<<<grid, kPagedThreads, 0, stream>>>(p, page_shift_of(p.page_size), ws_out, ws_lse);
-  JP_RETURN_IF_ERROR(last_launch_error("paged_attention_kernel"));
-  if (splits > 1) {
-    combine_splits_kernel<T><<<unsigned(rows), kCombineThreads, 0, stream>>>(
-        ws_out, ws_lse, splits, rows, D, static_cast<T*>(p.out), p.lse);
-    JP_RETURN_IF_ERROR(last_launch_error("combine_splits_kernel"));
-  }
-  return ffi::Error::Success();
-}
-
-// Heads per block: the largest of 4, 2, 1 that divides the GQA group. More heads per block share
-// each K/V load, but 8 took 210+ registers (2 blocks per SM) and ran at half the bandwidth of 4
-// (bench/logs/2026-11-22_h100_run1.log, decode_h64_b32_ctx8k); larger groups read K/V twice,
-// the second time mostly from L2.
-template <typename T, int D>
-ffi::Error dispatch_heads(const PagedAttentionParams& p, float* ws, int64_t n, gpuStream_t s) {
-  static const bool simt = [] {
-    const char* v = std::getenv("JAXPAGED_PAGED_KERNEL");
-    return v != nullptr && std::strcmp(v, "simt") == 0;
-  }();
-  if (!simt) return launch_tiles_for<T, D>(p, ws, n, s);
-  // The SIMT kernel ignores a ragged call's tile list at the front of the workspace: it only uses
-  // the split part, sized for the tile kernel's list plus splits, which is never smaller.
-  const int64_t group = p.num_q_heads / p.num_kv_heads;
-  if (group % 4 == 0) return launch_simt<T, D, 4>(p, ws, n, s);
-  if (group % 2 == 0) return launch_simt<T, D, 2>(p, ws, n, s);
-  return launch_simt<T, D, 1>(p, ws, n, s);
-}
-
 template <typename T>
 ffi::Error dispatch_dim(const PagedAttentionParams& p, float* ws, int64_t n, gpuStream_t s) {
   switch (p.head_dim) {
-    case 64: return dispatch_heads<T, 64>(p, ws, n, s);
-    case 128: return dispatch_heads<T, 128>(p, ws, n, s);
-    case 256: return dispatch_heads<T, 256>(p, ws, n, s);
+    case 64: return launch_tiles_for<T, 64>(p, ws, n, s);
+    case 128: return launch_tiles_for<T, 128>(p, ws, n, s);
+    case 256: return launch_tiles_for<T, 256>(p, ws, n, s);
     default:
       return ffi::Error::InvalidArgument("jaxpaged: GPU paged_attention supports head dims 64, 128, 256");
   }

@@ -10,6 +10,7 @@ using gpuStream_t = hipStream_t;
 using gpuError_t = hipError_t;
 using gpu_half = __half;
 using gpu_bf16 = __hip_bfloat16;
+using gpu_bf16x2 = __hip_bfloat162;
 #define gpuSuccess hipSuccess
 #define gpuGetLastError hipGetLastError
 #define gpuGetErrorString hipGetErrorString
@@ -26,6 +27,7 @@ using gpuStream_t = cudaStream_t;
 using gpuError_t = cudaError_t;
 using gpu_half = __half;
 using gpu_bf16 = __nv_bfloat16;
+using gpu_bf16x2 = __nv_bfloat162;
 #define gpuSuccess cudaSuccess
 #define gpuGetLastError cudaGetLastError
 #define gpuGetErrorString cudaGetErrorString

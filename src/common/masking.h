@@ -36,15 +36,18 @@ JP_HOST_DEVICE float apply_soft_cap(float s, float soft_cap) {
   return soft_cap > 0.f ? soft_cap * tanhf(s / soft_cap) : s;
 }
 
+// cu_q_lens[i] clamped to [0, num_tokens]: the one reading of cu_q_lens every consumer shares.
+JP_HOST_DEVICE int64_t clamped_cu(const int32_t* cu, int64_t i, int64_t num_tokens) {
+  const int64_t c = cu[i];
+  return c < 0 ? 0 : (c > num_tokens ? num_tokens : c);
+}
+
 // The sequence that query row t belongs to, from cu_q_lens (values clamped to [0, num_tokens]).
 // Returns false for a padding row (no sequence holds it). cu_q_lens is meant to be
 // non-decreasing; if it is not, the answer is some sequence or none, never an out-of-range one.
 JP_HOST_DEVICE bool find_sequence(const int32_t* cu, int64_t num_seqs, int64_t num_tokens, int64_t t,
                                   int64_t* seq, int64_t* q_begin, int64_t* q_len) {
-  auto at = [&](int64_t i) -> int64_t {
-    const int64_t c = cu[i];
-    return c < 0 ? 0 : (c > num_tokens ? num_tokens : c);
-  };
+  auto at = [&](int64_t i) { return clamped_cu(cu, i, num_tokens); };
   int64_t lo = 0, hi = num_seqs;  // find the last s in [0, num_seqs) with cu[s] <= t
   while (hi - lo > 1) {
     const int64_t mid = (lo + hi) / 2;

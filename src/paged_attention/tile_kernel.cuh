@@ -62,7 +62,7 @@ template <typename T>
 __device__ __forceinline__ uint32_t pack2(float lo, float hi);
 template <>
 __device__ __forceinline__ uint32_t pack2<gpu_bf16>(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  const gpu_bf16x2 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 template <>
@@ -410,12 +410,8 @@ __global__ void __launch_bounds__(kTileThreads)
   const int tile = word & (kLargeTileFlag - 1);
   int q_begin = seq, q_len = 1;
   if (!p.decode_only) {
-    auto cu_at = [&](int64_t i) {
-      const int64_t c = p.cu_q_lens[i];
-      return int(c < 0 ? 0 : (c > p.num_tokens ? p.num_tokens : c));
-    };
-    q_begin = cu_at(seq);
-    q_len = max(0, cu_at(seq + 1) - q_begin);
+    q_begin = int(clamped_cu(p.cu_q_lens, seq, p.num_tokens));
+    q_len = max(0, int(clamped_cu(p.cu_q_lens, seq + 1, p.num_tokens)) - q_begin);
   }
   if constexpr (LARGE) {
     if (large) {

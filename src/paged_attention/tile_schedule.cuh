@@ -82,11 +82,7 @@ __global__ void __launch_bounds__(kScheduleThreads)
 
   const int64_t group = p.num_q_heads / p.num_kv_heads;
   const int64_t capacity = p.max_pages * p.page_size;
-  auto cu_at = [&](int64_t i) -> int64_t {
-    if (p.decode_only) return i;
-    const int64_t c = p.cu_q_lens[i];
-    return c < 0 ? 0 : (c > num_tokens ? num_tokens : c);
-  };
+  auto cu_at = [&](int64_t i) { return p.decode_only ? i : clamped_cu(p.cu_q_lens, i, num_tokens); };
   auto tiles_of = [&](int64_t s, bool* large) -> int64_t {
     const int64_t q_len = cu_at(s + 1) - cu_at(s);
     const int64_t rows = q_len > 0 ? q_len * group : 0;

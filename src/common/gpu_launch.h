@@ -46,6 +46,13 @@ inline int choose_kv_splits(int64_t blocks_without_split, int cap, int64_t max_k
   return int(best);
 }
 
+// log2 of a power-of-two page size: kernels find a key's page with j >> shift.
+inline int page_shift_of(int64_t page_size) {
+  int shift = 0;
+  while ((int64_t(1) << shift) < page_size) ++shift;
+  return shift;
+}
+
 // Blocks of `kernel` that fit on the whole GPU at once.
 template <typename Kernel>
 int64_t resident_blocks(Kernel kernel, int threads, size_t smem_bytes) {

@@ -24,12 +24,10 @@ ffi::Error launch(const MlaDecodeParams& p, float* ws, int64_t ws_floats, gpuStr
   const int splits = choose_kv_splits(p.batch * row_blocks, cap < kMaxSplits ? cap : kMaxSplits,
                                       p.max_pages * p.page_size, 256,
                                       resident_blocks(kernel, kMlaThreads, L::kSmemBytes));
-  int page_shift = 0;
-  while ((int64_t(1) << page_shift) < p.page_size) ++page_shift;
   float* ws_out = ws;
   float* ws_lse = ws + int64_t(splits) * rows * kMlaLatentDim;
   dim3 grid(unsigned(p.batch), unsigned(row_blocks), unsigned(splits));
-  kernel<<<grid, kMlaThreads, L::kSmemBytes, stream>>>(p, page_shift, ws_out, ws_lse);
+  kernel<<<grid, kMlaThreads, L::kSmemBytes, stream>>>(p, page_shift_of(p.page_size), ws_out, ws_lse);
   JP_RETURN_IF_ERROR(last_launch_error("mla_decode_kernel"));
   if (splits > 1) {
     combine_splits_kernel<T><<<unsigned(rows), kCombineThreads, 0, stream>>>(

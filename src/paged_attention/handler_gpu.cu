@@ -11,12 +11,6 @@
 namespace jaxpaged {
 namespace {
 
-int page_shift_of(int64_t page_size) {
-  int shift = 0;
-  while ((int64_t(1) << shift) < page_size) ++shift;
-  return shift;
-}
-
 template <typename T, int D, bool LARGE>
 ffi::Error launch_tiles(const PagedAttentionParams& p, float* ws, int64_t ws_floats, gpuStream_t stream) {
   using C = TileConfig<D, LARGE>;
@@ -30,10 +24,9 @@ ffi::Error launch_tiles(const PagedAttentionParams& p, float* ws, int64_t ws_flo
   int32_t* work = reinterpret_cast<int32_t*>(ws);
   ws += 2 * (work_cap + 1);
   ws_floats -= 2 * (work_cap + 1);
-  // Pure decode knows its tile count (one per sequence, or ceil(group / 64) large ones); a ragged
-  // call launches for the list's capacity and blocks past the list's end return at once.
-  const int64_t tiles =
-      p.decode_only ? p.num_seqs * (group > kSmallRows ? (group + kLargeRows - 1) / kLargeRows : 1) : work_cap;
+  // Pure decode knows its tile count (every sequence has `group` rows); a ragged call launches for
+  // the list's capacity and blocks past the list's end return at once.
+  const int64_t tiles = p.decode_only ? p.num_seqs * tiles_of_rows(group) : work_cap;
   const int64_t blocks = tiles * p.num_kv_heads;
   if (blocks > 0x7FFFFFFF) {
     return ffi::Error::InvalidArgument("jaxpaged: paged_attention needs more thread blocks than a grid holds (2^31 - 1)");
@@ -65,7 +58,7 @@ ffi::Error launch_tiles(const PagedAttentionParams& p, float* ws, int64_t ws_flo
 // The instance without the large-tile path serves pure decode with a GQA group of at most 16.
 template <typename T, int D>
 ffi::Error launch_tiles_for(const PagedAttentionParams& p, float* ws, int64_t n, gpuStream_t s) {
-  const bool large = !p.decode_only || p.num_q_heads / p.num_kv_heads > kSmallRows;
+  const bool large = !p.decode_only || is_large_tile(p.num_q_heads / p.num_kv_heads);
   return large ? launch_tiles<T, D, true>(p, ws, n, s) : launch_tiles<T, D, false>(p, ws, n, s);
 }
 

@@ -26,6 +26,13 @@ constexpr int kScheduleThreads = 256;
 constexpr int kLengthBuckets = 256;
 constexpr int kPaddingRowsPerBlock = kScheduleThreads / 32;  // one warp per row
 
+// A sequence's query chunk of `rows` rows (q_len x group) is cut into large tiles when it has more
+// than one small tile's worth, else it gets one small tile (none when it has no rows).
+JP_HOST_DEVICE bool is_large_tile(int64_t rows) { return rows > kSmallRows; }
+JP_HOST_DEVICE int64_t tiles_of_rows(int64_t rows) {
+  return rows <= 0 ? 0 : (is_large_tile(rows) ? (rows + kLargeRows - 1) / kLargeRows : 1);
+}
+
 // Upper bound on the work items of a call: a sequence has ceil(rows / 64) large tiles or one
 // small tile, so at most num_tokens * group / 64 + num_seqs in all (cu_q_lens non-decreasing).
 // jaxpaged/paged_attention.py mirrors this to size the workspace: 2 * (capacity + 1) int32.
@@ -86,8 +93,8 @@ __global__ void __launch_bounds__(kScheduleThreads)
   auto tiles_of = [&](int64_t s, bool* large) -> int64_t {
     const int64_t q_len = cu_at(s + 1) - cu_at(s);
     const int64_t rows = q_len > 0 ? q_len * group : 0;
-    *large = rows > kSmallRows;
-    return rows == 0 ? 0 : (*large ? (rows + kLargeRows - 1) / kLargeRows : 1);
+    *large = is_large_tile(rows);
+    return tiles_of_rows(rows);
   };
   int32_t* list = work + 2;
 

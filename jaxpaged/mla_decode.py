@@ -50,17 +50,32 @@ mla_decode_p = _primitive.make_primitive("jaxpaged_mla_decode", _abstract_eval)
 
 
 def _rows_per_block(rows: int) -> int:
-    """Query rows (s_q x Hq of one sequence) per GPU block; mirrors mla_row_tiles in the kernel."""
+    """Query rows (s_q x Hq of one sequence) per block of the sm_80 kernel; mirrors mla_row_tiles."""
     return 64 if rows >= 64 else 16
 
 
+# The Hopper kernel's partition count is at most this many SMs' worth (kMlaMaxPartitions in
+# src/mla_decode/partition_schedule.cuh); 64 query rows per block.
+_MAX_PARTITIONS = 160
+_HOPPER_ROWS = 64
+
+
+def _hopper_workspace_floats(batch: int, rows_per_b: int) -> int:
+    """Mirrors hopper_workspace_floats (src/mla_decode/handler_gpu.cu) at the largest partition count."""
+    parts = max(1, _MAX_PARTITIONS // -(-rows_per_b // _HOPPER_ROWS))
+    schedule_ints = 2 + 2 * parts + 3 * batch
+    return -(-schedule_ints // 4) * 4 + 2 * parts * rows_per_b * (LATENT_DIM + 1)
+
+
 def _workspace_floats(avals_in, params) -> int:
+    """Scratch for whichever GPU path runs (chosen on the device): the larger of the two."""
     q_nope, _, ckv_cache, _, _, block_tables = avals_in
     batch, s_q, num_heads, _ = q_nope.shape
     rows = batch * s_q * num_heads
     blocks = batch * -(-(s_q * num_heads) // _rows_per_block(s_q * num_heads))
     splits = _primitive.kv_split_cap(blocks, block_tables.shape[1] * ckv_cache.shape[1])
-    return 0 if splits == 1 else splits * rows * (LATENT_DIM + 1)
+    sm80 = 0 if splits == 1 else splits * rows * (LATENT_DIM + 1)
+    return max(sm80, _hopper_workspace_floats(batch, s_q * num_heads))
 
 
 _primitive.register_lowerings(mla_decode_p, "jaxpaged_mla_decode", workspace_floats=_workspace_floats)

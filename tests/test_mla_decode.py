@@ -67,3 +67,31 @@ def test_corrupt_page_id_gives_nan_for_its_batch_row(rng, dtype):
     case.block_tables = jnp.asarray(table)
     _, lse = check(case, dtype, scale=SCALE, causal=True)
     assert np.all(np.isnan(np.asarray(lse[0]))) and np.all(np.isfinite(np.asarray(lse[1])))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_uneven_lengths_cut_into_pieces(rng, dtype):
+    # On Hopper the KV work of the batch is cut into equal spans (one per group of blocks): long
+    # sequences are split into pieces merged afterwards, short ones share a span, empty ones
+    # (lengths 0) still get output 0 and lse -inf.
+    lens = rng.integers(1, 5000, size=24)
+    lens[[3, 10]] = 0
+    case = mla_case(rng, kv_lens=[int(x) for x in lens], s_q=1, num_heads=64, page_size=64, dtype=dtype,
+                    combined=True)
+    out, lse = check(case, dtype, scale=SCALE)
+    assert np.all(np.asarray(lse)[[3, 10]] == -np.inf) and np.all(np.asarray(out[3], np.float32) == 0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_one_long_sequence_all_heads_speculative(rng, dtype):
+    # Hq=128 x s_q=2: four 64-row blocks per span; one sequence is spread over every span.
+    case = mla_case(rng, kv_lens=[9000], s_q=2, num_heads=128, page_size=64, dtype=dtype, combined=False)
+    check(case, dtype, scale=SCALE, causal=True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_more_sequences_than_scheduler_threads(rng, dtype):
+    lens = rng.integers(0, 200, size=300)
+    case = mla_case(rng, kv_lens=[int(x) for x in lens], s_q=1, num_heads=16, page_size=16, dtype=dtype,
+                    combined=True)
+    check(case, dtype, scale=SCALE)

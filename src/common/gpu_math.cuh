@@ -38,6 +38,20 @@ __device__ __forceinline__ gpu_half from_float<gpu_half>(float x) { return __flo
 template <>
 __device__ __forceinline__ gpu_bf16 from_float<gpu_bf16>(float x) { return __float2bfloat16_rn(x); }
 
+// Two floats as one 32-bit pair of 16-bit floats (lo in the low half): a tensor-core operand register.
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi);
+template <>
+__device__ __forceinline__ uint32_t pack2<gpu_bf16>(float lo, float hi) {
+  const gpu_bf16x2 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+template <>
+__device__ __forceinline__ uint32_t pack2<gpu_half>(float lo, float hi) {
+  const __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
 // Eight 16-bit floats as one 16-byte load.
 struct Vec8 {
   uint4 raw;

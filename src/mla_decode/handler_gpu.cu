@@ -1,9 +1,13 @@
-// GPU handler for MLA decode: decodes the call, picks the block shape and KV split count,
-// launches, merges splits.
+// GPU handler for MLA decode: decodes the call and runs one of two kernel paths:
+//   Hopper (sm_90a image on a compute-capability 9 device): device-side partition schedule, the
+//     wgmma kernel, then the merge of cut sequences (partition_schedule.cuh, wgmma_kernel.cuh);
+//   otherwise (sm_80 and later): the mma.sync kernel with static KV splits (decode_kernel.cuh).
 #include "common/combine_splits.cuh"
 #include "common/gpu_launch.h"
 #include "mla_decode/decode_kernel.cuh"
 #include "mla_decode/ffi_binding.h"
+#include "mla_decode/partition_schedule.cuh"
+#include "mla_decode/wgmma_kernel.cuh"
 
 namespace jaxpaged {
 namespace {
@@ -37,8 +41,60 @@ ffi::Error launch(const MlaDecodeParams& p, float* ws, int64_t ws_floats, gpuStr
   return ffi::Error::Success();
 }
 
+// Floats of workspace the Hopper path needs: the schedule's int32 arrays (rounded to 16 bytes),
+// then two partial results (512 floats + lse) per partition and query row of a sequence.
+// jaxpaged/mla_decode.py mirrors this with the largest partition count.
+inline int64_t hopper_workspace_floats(int64_t parts, int64_t batch, int64_t rows_per_b) {
+  const int64_t schedule = (MlaSchedule::ints(parts, batch) + 3) / 4 * 4;
+  return schedule + 2 * parts * rows_per_b * (kMlaLatentDim + 1);
+}
+
+template <typename T>
+ffi::Error launch_hopper(const MlaDecodeParams& p, float* ws, int64_t ws_floats, gpuStream_t stream) {
+  const int64_t rows_per_b = p.s_q * p.num_heads;
+  const int64_t row_blocks = (rows_per_b + kMlaWgRows - 1) / kMlaWgRows;
+  const int parts = mla_num_partitions(sm_count(), row_blocks);
+  if (ws_floats < hopper_workspace_floats(parts, p.batch, rows_per_b)) {
+    return ffi::Error::Internal("jaxpaged: mla_decode workspace smaller than the Hopper path needs");
+  }
+  const MlaSchedule sched = MlaSchedule::at(reinterpret_cast<int*>(ws), parts, p.batch);
+  float* ws_out = ws + (MlaSchedule::ints(parts, p.batch) + 3) / 4 * 4;
+  float* ws_lse = ws_out + 2 * parts * rows_per_b * kMlaLatentDim;
+
+  mla_schedule_kernel<<<1, kMlaScheduleThreads, 0, stream>>>(p, parts, sched);
+  JP_RETURN_IF_ERROR(last_launch_error("mla_schedule_kernel"));
+  auto kernel = mla_wgmma_kernel<T>;
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           int(MlaWgSmem::kAllocBytes)) != gpuSuccess) {
+    return last_launch_error("mla_wgmma_kernel (shared memory size)");
+  }
+  kernel<<<unsigned(parts * row_blocks), kMlaWgThreads, MlaWgSmem::kAllocBytes, stream>>>(
+      p, page_shift_of(p.page_size), int(row_blocks), sched, ws_out, ws_lse);
+  JP_RETURN_IF_ERROR(last_launch_error("mla_wgmma_kernel"));
+  const int64_t merge_blocks = p.batch * ((rows_per_b + kMlaMergeRows - 1) / kMlaMergeRows);
+  mla_merge_pieces_kernel<T><<<unsigned(merge_blocks), kMlaMergeThreads, 0, stream>>>(p, sched, ws_out, ws_lse);
+  return last_launch_error("mla_merge_pieces_kernel");
+}
+
+// True when the current device is a Hopper and this build carries the sm_90a kernel image
+// (a build for sm_80 only runs its sm_80 code there). Cached per device.
+inline bool use_hopper_path() {
+  static int cached[64];  // 0 unknown, 1 yes, 2 no
+  int device = 0;
+  if (gpuGetDevice(&device) != gpuSuccess || device < 0 || device >= 64) return false;
+  if (cached[device] == 0) {
+    int major = 0;
+    cudaFuncAttributes attr{};
+    const bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == gpuSuccess &&
+                    cudaFuncGetAttributes(&attr, mla_wgmma_kernel<gpu_bf16>) == gpuSuccess;
+    cached[device] = ok && major == 9 && attr.binaryVersion == 90 ? 1 : 2;
+  }
+  return cached[device] == 1;
+}
+
 template <typename T>
 ffi::Error dispatch_rows(const MlaDecodeParams& p, float* ws, int64_t n, gpuStream_t s) {
+  if (use_hopper_path()) return launch_hopper<T>(p, ws, n, s);
   return mla_row_tiles(p.s_q * p.num_heads) == 4 ? launch<T, 4>(p, ws, n, s) : launch<T, 1>(p, ws, n, s);
 }
 

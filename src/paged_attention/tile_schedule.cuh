@@ -15,6 +15,7 @@
 // pairs, large tiles first; the tile word carries kLargeTileFlag for a large tile.
 #pragma once
 
+#include "common/block_scan.cuh"
 #include "common/gpu_math.cuh"
 #include "common/masking.h"
 #include "paged_attention/params.h"
@@ -38,29 +39,6 @@ JP_HOST_DEVICE int64_t tiles_of_rows(int64_t rows) {
 // jaxpaged/paged_attention.py mirrors this to size the workspace: 2 * (capacity + 1) int32.
 inline int64_t tile_list_capacity(int64_t num_tokens, int64_t group, int64_t num_seqs) {
   return (num_tokens * group + kLargeRows - 1) / kLargeRows + num_seqs;
-}
-
-// Exclusive prefix sum of v over the block's kScheduleThreads threads; *total gets the sum of all.
-__device__ __forceinline__ int64_t block_exclusive_sum(int64_t v, int64_t* total) {
-  __shared__ int64_t warp_sums[kScheduleThreads / 32];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  int64_t x = v;
-#pragma unroll
-  for (int off = 1; off < 32; off *= 2) {
-    const int64_t y = JP_SHFL_UP(x, off);
-    if (lane >= off) x += y;
-  }
-  if (lane == 31) warp_sums[warp] = x;
-  __syncthreads();
-  int64_t before = 0, all = 0;
-#pragma unroll
-  for (int w = 0; w < kScheduleThreads / 32; ++w) {
-    before += w < warp ? warp_sums[w] : 0;
-    all += warp_sums[w];
-  }
-  __syncthreads();  // warp_sums may be reused by the next call
-  *total = all;
-  return before + x - v;
 }
 
 template <typename T>
@@ -130,9 +108,9 @@ __global__ void __launch_bounds__(kScheduleThreads)
   }
   __syncthreads();
   int64_t n_large_total, n_small_total;
-  const int64_t large_before = block_exclusive_sum(n_large, &n_large_total);
+  const int64_t large_before = block_exclusive_sum<kScheduleThreads>(n_large, &n_large_total);
   const int64_t in_bucket = bucket_start[tid];
-  const int64_t bucket_before = block_exclusive_sum(in_bucket, &n_small_total);
+  const int64_t bucket_before = block_exclusive_sum<kScheduleThreads>(in_bucket, &n_small_total);
   bucket_start[tid] = int(bucket_before);
   __syncthreads();
 

@@ -1,0 +1,84 @@
+// Hopper (sm_90a) warpgroup tensor-core products: shared-memory matrix descriptors, the wgmma
+// fences, and the two product shapes the MLA kernel uses (spelled out in wgmma_ops.inc).
+//
+// Shared-memory operands use the 128-byte swizzle: a matrix is stored as column blocks of 64
+// 16-bit elements (128 bytes per row), rows consecutive, and within each 8-row x 128-byte atom
+// (1024 bytes, 1024-aligned) the 16-byte chunk c of row r sits at position c ^ (r % 8). The same
+// bytes serve as a K-major operand (rows = M or N, columns = K: Q and K for S = Q K^T) and as an
+// MN-major one (rows = K, columns = N: V for O = P V), which is how one K/V tile feeds both products.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "gpu_vendor.h"
+
+namespace jaxpaged {
+
+// Offset of element (row, col) of a swizzled matrix with `rows` rows, in 16-bit elements.
+__host__ __device__ constexpr int swizzled_offset(int rows, int row, int col) {
+  return (col / 64) * rows * 64 + row * 64 + (((col % 64) / 8) ^ (row % 8)) * 8 + col % 8;
+}
+
+// Matrix descriptor (PTX ISA "matrix-descriptor-format"): start address, leading- and
+// stride-dimension byte offsets (all >> 4), swizzle mode 1 = 128 bytes in bits 62-63.
+// K-major, 128B swizzle: the stride offset steps 8 rows (1024 bytes); the leading one is unused.
+// MN-major, 128B swizzle: the leading offset steps 64 columns (one column block), the stride one
+// steps 8 rows of K (1024 bytes).
+__device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t smem_byte_addr, uint32_t leading_bytes,
+                                                     uint32_t stride_bytes) {
+  uint64_t d = 0;
+  d |= uint64_t((smem_byte_addr & 0x3FFFF) >> 4);
+  d |= uint64_t((leading_bytes >> 4) & 0x3FFF) << 16;
+  d |= uint64_t((stride_bytes >> 4) & 0x3FFF) << 32;
+  d |= uint64_t(1) << 62;
+  return d;
+}
+
+// Orders this thread's register writes (accumulators, register A operands) before later wgmmas.
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Makes this thread's generic-proxy shared-memory writes (st.shared, cp.async) visible to wgmma,
+// which reads shared memory through the async proxy.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+// Keeps the compiler from moving accesses of `x` across an in-flight wgmma that writes it.
+__device__ __forceinline__ void reg_fence(float& x) { asm volatile("" : "+f"(x)::"memory"); }
+__device__ __forceinline__ void reg_fence(uint32_t& x) { asm volatile("" : "+r"(x)::"memory"); }
+
+// Named barriers (0 is __syncthreads): `arrive` signals without waiting, `sync` waits for `count`
+// threads in all, so one warpgroup can hand data to another.
+__device__ __forceinline__ void named_barrier_sync(int id, int count) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+__device__ __forceinline__ void named_barrier_arrive(int id, int count) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define JP_HAVE_WGMMA 1
+#include "common/wgmma_ops.inc"
+JP_WGMMA_M64N64K16_SS(bf16)
+JP_WGMMA_M64N64K16_SS(f16)
+JP_WGMMA_M64N256K16_RS_TRANSB(bf16)
+JP_WGMMA_M64N256K16_RS_TRANSB(f16)
+
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[32], uint64_t a, uint64_t b, int acc) {
+  if constexpr (std::is_same<T, gpu_bf16>::value) wgmma_m64n64k16_ss_bf16(d, a, b, acc);
+  else wgmma_m64n64k16_ss_f16(d, a, b, acc);
+}
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n256k16_rs_tb(float (&d)[128], const uint32_t (&a)[4], uint64_t b,
+                                                       int acc) {
+  if constexpr (std::is_same<T, gpu_bf16>::value) wgmma_m64n256k16_rs_tb_bf16(d, a, b, acc);
+  else wgmma_m64n256k16_rs_tb_f16(d, a, b, acc);
+}
+#endif
+
+}  // namespace jaxpaged

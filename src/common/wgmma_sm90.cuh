@@ -15,11 +15,6 @@
 
 namespace jaxpaged {
 
-// Offset of element (row, col) of a swizzled matrix with `rows` rows, in 16-bit elements.
-__host__ __device__ constexpr int swizzled_offset(int rows, int row, int col) {
-  return (col / 64) * rows * 64 + row * 64 + (((col % 64) / 8) ^ (row % 8)) * 8 + col % 8;
-}
-
 // Matrix descriptor (PTX ISA "matrix-descriptor-format"): start address, leading- and
 // stride-dimension byte offsets (all >> 4), swizzle mode 1 = 128 bytes in bits 62-63.
 // K-major, 128B swizzle: the stride offset steps 8 rows (1024 bytes); the leading one is unused.
@@ -33,6 +28,12 @@ __device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t smem_byte_addr, ui
   d |= uint64_t((stride_bytes >> 4) & 0x3FFF) << 32;
   d |= uint64_t(1) << 62;
   return d;
+}
+
+// A descriptor moved by `bytes` (a multiple of 16) within the same swizzled matrix: the start
+// address is the low field, so this is one add (no carry: shared addresses are below 256 KiB).
+__device__ __forceinline__ uint64_t wgmma_desc_advance(uint64_t desc, uint32_t bytes) {
+  return desc + uint64_t(bytes >> 4);
 }
 
 // Orders this thread's register writes (accumulators, register A operands) before later wgmmas.
@@ -63,11 +64,18 @@ __device__ __forceinline__ void named_barrier_arrive(int id, int count) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define JP_HAVE_WGMMA 1
 #include "common/wgmma_ops.inc"
+JP_WGMMA_M64N32K16_SS(bf16)
+JP_WGMMA_M64N32K16_SS(f16)
 JP_WGMMA_M64N64K16_SS(bf16)
 JP_WGMMA_M64N64K16_SS(f16)
 JP_WGMMA_M64N256K16_RS_TRANSB(bf16)
 JP_WGMMA_M64N256K16_RS_TRANSB(f16)
 
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n32k16_ss(float (&d)[16], uint64_t a, uint64_t b, int acc) {
+  if constexpr (std::is_same<T, gpu_bf16>::value) wgmma_m64n32k16_ss_bf16(d, a, b, acc);
+  else wgmma_m64n32k16_ss_f16(d, a, b, acc);
+}
 template <typename T>
 __device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[32], uint64_t a, uint64_t b, int acc) {
   if constexpr (std::is_same<T, gpu_bf16>::value) wgmma_m64n64k16_ss_bf16(d, a, b, acc);

@@ -72,7 +72,7 @@ ffi::Error launch_hopper(const MlaDecodeParams& p, float* ws, int64_t ws_floats,
       p, page_shift_of(p.page_size), int(row_blocks), sched, ws_out, ws_lse);
   JP_RETURN_IF_ERROR(last_launch_error("mla_wgmma_kernel"));
   const int64_t merge_blocks = p.batch * ((rows_per_b + kMlaMergeRows - 1) / kMlaMergeRows);
-  mla_merge_pieces_kernel<T><<<unsigned(merge_blocks), kMlaMergeThreads, 0, stream>>>(p, sched, ws_out, ws_lse);
+  mla_merge_pieces_kernel<T><<<dim3(unsigned(merge_blocks), kMlaMergeQuarters), kMlaMergeThreads, 0, stream>>>(p, sched, ws_out, ws_lse);
   return last_launch_error("mla_merge_pieces_kernel");
 }
 

@@ -115,11 +115,13 @@ __global__ void __launch_bounds__(kMlaScheduleThreads)
   }
 }
 
-// Finishes cut sequences: one warp per output row merges the pieces' partial outputs by their lse
-// (weights exp(lse_k - max)); uncut sequences return at once. A NaN lse (a corrupt page id seen by
-// that piece) makes the row NaN.
+// Finishes cut sequences: one warp per (output row, 128-column quarter) merges the pieces' partial
+// outputs by their lse (weights exp(lse_k - max)); uncut sequences return at once. A NaN lse (a
+// corrupt page id seen by that piece) makes the row NaN. Grid: (batch x row groups, 4 quarters),
+// so even one sequence's merge (B = 1, up to 160 pieces) is spread over many warps.
 constexpr int kMlaMergeThreads = 256;
 constexpr int kMlaMergeRows = kMlaMergeThreads / 32;
+constexpr int kMlaMergeQuarters = 4;
 
 template <typename T>
 __global__ void __launch_bounds__(kMlaMergeThreads)
@@ -133,6 +135,7 @@ __global__ void __launch_bounds__(kMlaMergeThreads)
   const int lane = threadIdx.x % 32;
   const int64_t r = (blockIdx.x % blocks_per_b) * kMlaMergeRows + threadIdx.x / 32;
   if (r >= rows_per_b) return;
+  const int col = blockIdx.y * (kMlaLatentDim / kMlaMergeQuarters) + 4 * lane;
   const int first = s.seq_first_part[b];
   auto slot_of = [&](int k) { return mla_piece_slot(s, first + k, int(b)); };
   float m = -INFINITY;
@@ -147,34 +150,29 @@ __global__ void __launch_bounds__(kMlaMergeThreads)
     nan |= JP_SHFL_XOR(nan, off);
     m = fmaxf(m, JP_SHFL_XOR(m, off));
   }
-  float acc[16] = {};
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
   float sum = 0.f;
   if (m != -INFINITY && !nan) {
+#pragma unroll 4
     for (int k = 0; k < pieces; ++k) {
       const int slot = slot_of(k);
       const float w = __expf(ws_lse[slot * rows_per_b + r] - m);
-      if (w == 0.f) continue;  // an empty piece wrote no output
+      if (w == 0.f) continue;  // an empty piece: nothing to add
       sum += w;
-      const float4* src = reinterpret_cast<const float4*>(ws_out + (slot * rows_per_b + r) * kMlaLatentDim);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float4 v = src[lane + 32 * i];
-        acc[4 * i] += w * v.x;
-        acc[4 * i + 1] += w * v.y;
-        acc[4 * i + 2] += w * v.z;
-        acc[4 * i + 3] += w * v.w;
-      }
+      const float4 v = *reinterpret_cast<const float4*>(ws_out + (slot * rows_per_b + r) * kMlaLatentDim + col);
+      acc.x += w * v.x;
+      acc.y += w * v.y;
+      acc.z += w * v.z;
+      acc.w += w * v.w;
     }
   }
   const float inv = sum > 0.f ? 1.f / sum : 0.f;
   const int64_t row = b * rows_per_b + r;
-  T* out = static_cast<T*>(p.out) + row * kMlaLatentDim;
+  T* out = static_cast<T*>(p.out) + row * kMlaLatentDim + col;
+  const float x[4] = {acc.x, acc.y, acc.z, acc.w};
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) out[4 * (lane + 32 * i) + e] = from_float<T>(nan ? NAN : acc[4 * i + e] * inv);
-  }
-  if (lane == 0) p.lse[row] = nan ? NAN : (sum > 0.f ? m + __logf(sum) : -INFINITY);
+  for (int e = 0; e < 4; ++e) out[e] = from_float<T>(nan ? NAN : x[e] * inv);
+  if (lane == 0 && blockIdx.y == 0) p.lse[row] = nan ? NAN : (sum > 0.f ? m + __logf(sum) : -INFINITY);
 }
 
 }  // namespace jaxpaged

@@ -2,18 +2,20 @@
 //
 // Block = 64 query rows (of one sequence's s_q x Hq) x one partition of the KV work
 // (partition_schedule.cuh); 256 threads = two warpgroups. The rows' queries (512 latent + 64 rope)
-// stay in shared memory; the partition's 64-token KV tiles (576 wide) stream through two stages
-// loaded by cp.async from all threads, stored with the 128-byte swizzle so each tile is at once the
-// K operand (K-major) of S = Q K^T and the V operand (MN-major, its first 512 columns) of O = P V.
+// stay in shared memory; the partition's keys stream through in 32-token tiles (576 wide) in a
+// ring of four stages loaded by cp.async from all threads, so three tiles are in flight while one
+// is computed. Tiles are stored with the 128-byte swizzle, so each is at once the K operand
+// (K-major) of S = Q K^T and the V operand (MN-major, its first 512 columns) of O = P V.
 // Per tile:
-//   warpgroup 0: S = Q K^T (64 x 64, 36 wgmma m64n64k16 from shared memory), online softmax in
+//   warpgroup 0: S = Q K^T (64 x 32, 36 wgmma m64n32k16 from shared memory), online softmax in
 //                registers (log2 domain), P rounded to 16 bits as register A fragments; P and the
 //                rows' rescale factors go to shared memory for warpgroup 1 (named barrier 1);
-//   both:        O_half = O_half * corr + P V[:, half] (4 wgmma m64n256k16, A = P from registers);
+//   both:        O_half = O_half * corr + P V[:, half] (2 wgmma m64n256k16, A = P from registers);
 //                warpgroup 0 owns output columns 0-255, warpgroup 1 columns 256-511 (128 float
 //                accumulators per thread each: the whole 64 x 512 O lives in registers).
-// The next tile's loads are issued at the top of each iteration, so one tile is in flight while one
-// is computed; the two stages (2 x 72 KiB) plus Q (72 KiB) fill the shared memory.
+// Why 32-token tiles: decode is bound by how many bytes are in flight per SM, and shared memory
+// (Q 72 KiB + 144 KiB of stages) caps that; with 64-token tiles only one tile could be in flight
+// while one is computed (measured 0.27 ms on mla_h128_b64_ctx4k, see NOTES.md).
 // Rows past the sequence's s_q x Hq, keys past kv_len or past a causal row's last key get
 // probability 0; their K/V bytes are zero-filled (0 * garbage must not reach a product).
 #pragma once
@@ -29,18 +31,22 @@ namespace jaxpaged {
 
 constexpr int kMlaWgThreads = 256;
 constexpr int kMlaWgRows = 64;  // query rows per block: the wgmma M
+constexpr int kMlaWgKeys = 32;  // cache tokens per computed tile (the schedule counts 64-token tiles)
+constexpr int kMlaWgStages = 4;
 
 // Shared memory, byte offsets from a 1024-aligned base (the swizzle atoms must be 1024-aligned).
 struct MlaWgSmem {
-  static constexpr int kWidth = kMlaLatentDim + kMlaRopeDim;          // 576
-  static constexpr int kMatrixBytes = (kWidth / 64) * 64 * 128;        // 64 rows x 576: 73728
-  static constexpr int kColBlockBytes = 64 * 128;                      // 64 rows x 64 columns
+  static constexpr int kWidth = kMlaLatentDim + kMlaRopeDim;  // 576
+  static constexpr int kColBlocks = kWidth / 64;              // 9 column blocks of 128 bytes
+  static constexpr int kQColBlockBytes = kMlaWgRows * 128;    // 8 KiB
+  static constexpr int kKvColBlockBytes = kMlaWgKeys * 128;   // 4 KiB
+  static constexpr int kStageBytes = kColBlocks * kKvColBlockBytes;
   static constexpr int kQ = 0;
-  static constexpr int kStage0 = kMatrixBytes;                         // two KV stages
-  static constexpr int kP = 3 * kMatrixBytes;                          // 128 threads x 16 words
-  static constexpr int kCorr = kP + 128 * 16 * 4;                      // 128 threads x 2 floats
-  static constexpr int kBadSeq = kCorr + 128 * 2 * 4;                  // int
-  static constexpr size_t kAllocBytes = size_t(kBadSeq) + 16 + 1024;   // + room to align the base
+  static constexpr int kStage0 = kColBlocks * kQColBlockBytes;
+  static constexpr int kP = kStage0 + kMlaWgStages * kStageBytes;  // 2 x 128 x 16 bytes
+  static constexpr int kCorr = kP + 2 * 128 * 16;                  // 128 threads x 2 floats
+  static constexpr int kBadSeq = kCorr + 128 * 2 * 4;              // int
+  static constexpr size_t kAllocBytes = size_t(kBadSeq) + 16 + 1024;  // + room to align the base
 };
 
 template <typename T>
@@ -52,12 +58,11 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
   extern __shared__ unsigned char smem_raw[];
   unsigned char* base = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
                                                          ~uintptr_t(1023));
-  T* sQ = reinterpret_cast<T*>(base + S::kQ);
   uint4* sP = reinterpret_cast<uint4*>(base + S::kP);
   float* sCorr = reinterpret_cast<float*>(base + S::kCorr);
   int* bad_seq = reinterpret_cast<int*>(base + S::kBadSeq);
-  const uint32_t q_addr = smem_addr(base + S::kQ);
   const uint32_t stage_addr0 = smem_addr(base + S::kStage0);
+  const uint64_t q_desc = wgmma_desc_sw128(smem_addr(base + S::kQ), 16, 1024);
 
   const int tid = threadIdx.x, wg = tid / 128, tw = tid % 128, lane = tid % 32;
   const int part = blockIdx.x / row_blocks, rb = blockIdx.x % row_blocks;
@@ -68,9 +73,11 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
   const float qk_scale = p.scale * kLog2e;
   // This thread's two rows in the accumulator layout (the same in both warpgroups).
   const int r_lo = (tw / 32) * 16 + lane / 4, r_hi = r_lo + 8;
-  // Loader role: row (query row or cache token) tid / 4, 16-byte chunks tid % 4 + 4 i.
-  const int ld_row = tid / 4, ld_part = tid % 4;
-  constexpr int kChunksPerThread = S::kWidth / 8 / 4;  // 18
+  // Loader role: 16-byte chunk ld_chunk of every column block of row ld_row (a tile's token, or
+  // query rows ld_row and ld_row + 32). Eight consecutive threads fill one 128-byte row: global
+  // reads coalesce and the swizzled shared stores hit eight different bank groups.
+  const int ld_chunk = tid % 8, ld_row = tid / 8;
+  const int ld_swz = ((ld_chunk ^ (ld_row % 8)) * 16);  // byte offset of the chunk within its row
 
   const T* q_nope = static_cast<const T*>(p.q_nope);
   const T* q_pe = static_cast<const T*>(p.q_pe);
@@ -80,45 +87,58 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
 
   for (int b = first_b; b <= last_b; ++b) {
     const int64_t kv_len = clamp_kv_len(p.kv_lens[b], capacity);
-    const int tiles = int((kv_len + kMlaTileKeys - 1) / kMlaTileKeys);
-    const TileSpan span = mla_piece_tiles(s, part, b, tiles);
+    const TileSpan span = mla_piece_tiles(s, part, b, int((kv_len + kMlaTileKeys - 1) / kMlaTileKeys));
+    constexpr int kPerSpanTile = kMlaTileKeys / kMlaWgKeys;
+    const int u_begin = span.begin * kPerSpanTile;
+    const int u_end = min(span.end * kPerSpanTile, int((kv_len + kMlaWgKeys - 1) / kMlaWgKeys));
     const int32_t* table = p.block_tables + int64_t(b) * p.max_pages;
     __syncthreads();  // the previous sequence is done with Q, the stages and sCorr
 
-    {  // queries of this block's rows; rows past the sequence's s_q x Hq read as 0
-      const bool live = row0 + ld_row < rows_per_b;
-      const int64_t g = int64_t(b) * rows_per_b + (live ? row0 + ld_row : 0);
 #pragma unroll
-      for (int i = 0; i < kChunksPerThread; ++i) {
-        const int c = ld_part + 4 * i;
-        const T* src = c < 64 ? q_nope + g * kMlaLatentDim + c * 8 : q_pe + g * kMlaRopeDim + (c - 64) * 8;
-        cp_async_16(sQ + swizzled_offset(kMlaWgRows, ld_row, c * 8), src, live);
+    for (int half = 0; half < 2; ++half) {  // queries; rows past the sequence's s_q x Hq read as 0
+      const int r = ld_row + 32 * half;
+      const bool live = row0 + r < rows_per_b;
+      const int64_t g = int64_t(b) * rows_per_b + (live ? row0 + r : 0);
+      unsigned char* dst = base + S::kQ + r * 128 + ld_swz;
+#pragma unroll
+      for (int cb = 0; cb < S::kColBlocks; ++cb) {
+        const T* src = cb < 8 ? q_nope + g * kMlaLatentDim + cb * 64 + ld_chunk * 8
+                              : q_pe + g * kMlaRopeDim + ld_chunk * 8;
+        cp_async_16(dst + cb * S::kQColBlockBytes, src, live);
       }
     }
-    auto load_tile = [&](int tile, int stage) {
-      T* dst = reinterpret_cast<T*>(base + S::kStage0 + stage * S::kMatrixBytes);
-      const int64_t j = int64_t(tile) * kMlaTileKeys + ld_row;
+    // A tile's page-table entry for this thread's token, read a tile ahead of its use so the
+    // table's latency is off the path from one tile to the next (only keys before kv_len look).
+    auto table_entry = [&](int tile) -> int32_t {
+      const int64_t j = int64_t(tile) * kMlaWgKeys + ld_row;
+      return j < kv_len ? table[j >> page_shift] : 0;
+    };
+    auto load_tile = [&](int tile, int stage, int32_t entry) {
+      unsigned char* dst = base + S::kStage0 + stage * S::kStageBytes + ld_row * 128 + ld_swz;
+      const int64_t j = int64_t(tile) * kMlaWgKeys + ld_row;
       bool valid = j < kv_len;
-      int64_t page = 0;
-      if (valid) {
-        page = table[j >> page_shift];
-        if (page < 0 || page >= p.num_pages) {
-          valid = false;
-          *bad_seq = b;
-        }
+      if (valid && (entry < 0 || entry >= p.num_pages)) {
+        valid = false;
+        *bad_seq = b;
       }
+      const int64_t page = valid ? entry : 0;
       const int64_t slot = j & (p.page_size - 1);
-      const T* ckv_row = ckv + page * p.ckv_page_stride + slot * p.ckv_slot_stride;
-      const T* kpe_row = kpe + page * p.kpe_page_stride + slot * p.kpe_slot_stride;
+      const T* ckv_row = ckv + page * p.ckv_page_stride + slot * p.ckv_slot_stride + ld_chunk * 8;
+      const T* kpe_row = kpe + page * p.kpe_page_stride + slot * p.kpe_slot_stride + ld_chunk * 8;
 #pragma unroll
-      for (int i = 0; i < kChunksPerThread; ++i) {
-        const int c = ld_part + 4 * i;
-        const T* src = !valid ? ckv : (c < 64 ? ckv_row + c * 8 : kpe_row + (c - 64) * 8);
-        cp_async_16(dst + swizzled_offset(kMlaTileKeys, ld_row, c * 8), src, valid);
+      for (int cb = 0; cb < S::kColBlocks; ++cb) {
+        const T* src = !valid ? ckv : (cb < 8 ? ckv_row + cb * 64 : kpe_row);
+        cp_async_16(dst + cb * S::kKvColBlockBytes, src, valid);
       }
     };
-    if (span.begin < span.end) load_tile(span.begin, 0);
-    cp_async_commit();
+    // Prologue: queries and the first three tiles, one commit group each (the queries ride with
+    // the first), so "all but the two newest groups landed" means "the current tile landed".
+#pragma unroll
+    for (int k = 0; k < kMlaWgStages - 1; ++k) {
+      if (u_begin + k < u_end) load_tile(u_begin + k, k, table_entry(u_begin + k));
+      cp_async_commit();
+    }
+    int32_t entry_next = u_begin + kMlaWgStages - 1 < u_end ? table_entry(u_begin + kMlaWgStages - 1) : 0;
 
     // Each row's visible keys end at row_end (causal rows see fewer); dead rows see none.
     auto row_end = [&](int r) -> int64_t {
@@ -132,43 +152,48 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
 #pragma unroll
     for (int i = 0; i < 128; ++i) o[i] = 0.f;
 
-    for (int t = span.begin; t < span.end; ++t) {
-      const int stage = (t - span.begin) & 1;
-      cp_async_wait<0>();          // this thread's copies of tile t (and Q) have landed
-      fence_proxy_async_shared();  // ... and are visible to wgmma
-      __syncthreads();             // everyone's have; everyone is done with tile t - 1
-      if (t + 1 < span.end) load_tile(t + 1, stage ^ 1);
+    for (int u = u_begin; u < u_end; ++u) {
+      const int stage = (u - u_begin) % kMlaWgStages;
+      cp_async_wait<kMlaWgStages - 2>();  // this thread's copies of tile u (and Q) have landed
+      fence_proxy_async_shared();         // ... and are visible to wgmma
+      __syncthreads();                    // everyone's have; everyone is done with tile u - 1
+      if (u + kMlaWgStages - 1 < u_end) {
+        load_tile(u + kMlaWgStages - 1, (stage + kMlaWgStages - 1) % kMlaWgStages, entry_next);
+      }
       cp_async_commit();
-      const uint32_t kv_addr = stage_addr0 + stage * S::kMatrixBytes;
+      entry_next = u + kMlaWgStages < u_end ? table_entry(u + kMlaWgStages) : 0;
+      const uint32_t kv_addr = stage_addr0 + stage * S::kStageBytes;
 
-      uint32_t pa[16];  // P as wgmma A fragments: 4 k-steps (16 keys) x 4 registers
+      uint32_t pa[8];  // P as wgmma A fragments: 2 k-steps (16 keys) x 4 registers
       float corr_lo, corr_hi;
       if (wg == 0) {
-        float sacc[32];
+        float sacc[16];
 #pragma unroll
-        for (int i = 0; i < 32; ++i) sacc[i] = 0.f;
+        for (int i = 0; i < 16; ++i) sacc[i] = 0.f;
+        const uint64_t k_desc = wgmma_desc_sw128(kv_addr, 16, 1024);
         wgmma_fence();
 #pragma unroll
         for (int ks = 0; ks < S::kWidth / 16; ++ks) {
-          const uint32_t off = (ks / 4) * S::kColBlockBytes + (ks % 4) * 32;
-          wgmma_m64n64k16_ss<T>(sacc, wgmma_desc_sw128(q_addr + off, 16, 1024),
-                                wgmma_desc_sw128(kv_addr + off, 16, 1024), ks > 0);
+          wgmma_m64n32k16_ss<T>(sacc, wgmma_desc_advance(q_desc, (ks / 4) * S::kQColBlockBytes + (ks % 4) * 32),
+                                wgmma_desc_advance(k_desc, (ks / 4) * S::kKvColBlockBytes + (ks % 4) * 32),
+                                ks > 0);
         }
         wgmma_commit();
         wgmma_wait<0>();
 #pragma unroll
-        for (int i = 0; i < 32; ++i) reg_fence(sacc[i]);
+        for (int i = 0; i < 16; ++i) reg_fence(sacc[i]);
 
         // Online softmax. Accumulator j of this thread: key 8 (j / 4) + 2 (lane % 4) + j % 2 of
-        // the tile, row r_lo for j % 4 < 2, else r_hi.
-        const int64_t key0 = int64_t(t) * kMlaTileKeys + 2 * (lane % 4);
+        // the tile, row r_lo for j % 4 < 2, else r_hi. Keys are compared as offsets in the tile.
+        const int64_t tile0 = int64_t(u) * kMlaWgKeys + 2 * (lane % 4);
+        const int lim_lo = int(max(int64_t(-1), min(end_lo - tile0, int64_t(kMlaWgKeys))));
+        const int lim_hi = int(max(int64_t(-1), min(end_hi - tile0, int64_t(kMlaWgKeys))));
         float mx_lo = -INFINITY, mx_hi = -INFINITY;
 #pragma unroll
-        for (int j = 0; j < 32; ++j) {
-          const int64_t key = key0 + 8 * (j / 4) + (j % 2);
+        for (int j = 0; j < 16; ++j) {
+          const int key = 8 * (j / 4) + (j % 2);
           const bool hi = (j % 4) >= 2;
-          const bool seen = key < (hi ? end_hi : end_lo);
-          sacc[j] = seen ? sacc[j] * qk_scale : -INFINITY;
+          sacc[j] = key < (hi ? lim_hi : lim_lo) ? sacc[j] * qk_scale : -INFINITY;
           if (hi) mx_hi = fmaxf(mx_hi, sacc[j]);
           else mx_lo = fmaxf(mx_lo, sacc[j]);
         }
@@ -182,12 +207,12 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
         corr_hi = new_hi == -INFINITY ? 1.f : fast_exp2(m_hi - new_hi);
         m_lo = new_lo;
         m_hi = new_hi;
+        const float base_lo = m_lo == -INFINITY ? 0.f : m_lo, base_hi = m_hi == -INFINITY ? 0.f : m_hi;
         float sum_lo = 0.f, sum_hi = 0.f;
 #pragma unroll
-        for (int j = 0; j < 32; ++j) {
+        for (int j = 0; j < 16; ++j) {  // exp2(-inf) = 0 for masked keys
           const bool hi = (j % 4) >= 2;
-          const float m = hi ? m_hi : m_lo;
-          sacc[j] = m == -INFINITY ? 0.f : fast_exp2(sacc[j] - m);
+          sacc[j] = fast_exp2(sacc[j] - (hi ? base_hi : base_lo));
           if (hi) sum_hi += sacc[j];
           else sum_lo += sacc[j];
         }
@@ -195,7 +220,7 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
         l_hi = l_hi * corr_hi + sum_hi;
         // Accumulator layout -> A layout: keys 16 kk .. 16 kk + 15 are accumulator groups 2 kk, 2 kk + 1.
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
+        for (int kk = 0; kk < 2; ++kk) {
           pa[4 * kk + 0] = pack2<T>(sacc[8 * kk + 0], sacc[8 * kk + 1]);
           pa[4 * kk + 1] = pack2<T>(sacc[8 * kk + 2], sacc[8 * kk + 3]);
           pa[4 * kk + 2] = pack2<T>(sacc[8 * kk + 4], sacc[8 * kk + 5]);
@@ -204,14 +229,14 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
         // Hand P and the rescale factors to warpgroup 1's thread of the same rank (same rows and
         // keys); interleaved by thread so the 16-byte stores are conflict-free.
 #pragma unroll
-        for (int q = 0; q < 4; ++q) sP[q * 128 + tw] = make_uint4(pa[4 * q], pa[4 * q + 1], pa[4 * q + 2], pa[4 * q + 3]);
+        for (int q = 0; q < 2; ++q) sP[q * 128 + tw] = make_uint4(pa[4 * q], pa[4 * q + 1], pa[4 * q + 2], pa[4 * q + 3]);
         sCorr[2 * tw] = corr_lo;
         sCorr[2 * tw + 1] = corr_hi;
         named_barrier_arrive(1, kMlaWgThreads);
       } else {
         named_barrier_sync(1, kMlaWgThreads);
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
+        for (int q = 0; q < 2; ++q) {
           const uint4 v = sP[q * 128 + tw];
           pa[4 * q] = v.x;
           pa[4 * q + 1] = v.y;
@@ -222,18 +247,20 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
         corr_hi = sCorr[2 * tw + 1];
       }
 
-      // O = O * corr + P V for this warpgroup's 256 columns (column blocks 4 wg .. 4 wg + 3).
+      // O = O * corr + P V for this warpgroup's 256 columns (column blocks 4 wg .. 4 wg + 3). Once
+      // the running maxima settle, corr is 1 for every row of a warp and the rescale is skipped.
+      if (__any_sync(0xffffffffu, corr_lo != 1.f || corr_hi != 1.f)) {
 #pragma unroll
-      for (int j = 0; j < 128; ++j) o[j] *= (j % 4) < 2 ? corr_lo : corr_hi;
+        for (int j = 0; j < 128; ++j) o[j] *= (j % 4) < 2 ? corr_lo : corr_hi;
+      }
 #pragma unroll
-      for (int i = 0; i < 16; ++i) reg_fence(pa[i]);
+      for (int i = 0; i < 8; ++i) reg_fence(pa[i]);
+      const uint64_t v_desc = wgmma_desc_sw128(kv_addr + 4 * wg * S::kKvColBlockBytes, S::kKvColBlockBytes, 1024);
       wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
+      for (int kk = 0; kk < 2; ++kk) {
         const uint32_t a[4] = {pa[4 * kk], pa[4 * kk + 1], pa[4 * kk + 2], pa[4 * kk + 3]};
-        wgmma_m64n256k16_rs_tb<T>(
-            o, a, wgmma_desc_sw128(kv_addr + 4 * wg * S::kColBlockBytes + kk * 16 * 128, S::kColBlockBytes, 1024),
-            1);
+        wgmma_m64n256k16_rs_tb<T>(o, a, wgmma_desc_advance(v_desc, kk * 16 * 128), 1);
       }
       wgmma_commit();
       wgmma_wait<0>();
@@ -241,7 +268,6 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
       for (int i = 0; i < 128; ++i) reg_fence(o[i]);
     }
     cp_async_wait<0>();
-
     // Epilogue: warpgroup 0 completes the row sums and hands 1 / l to warpgroup 1.
     __syncthreads();  // warpgroup 1 has read the last tile's factors; corrupt-page flags are set
     float lse_lo = -INFINITY, lse_hi = -INFINITY;

@@ -56,8 +56,8 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
 #if defined(JP_HAVE_WGMMA)
   using S = MlaWgSmem;
   extern __shared__ unsigned char smem_raw[];
-  unsigned char* base = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
-                                                         ~uintptr_t(1023));
+  // Offset from smem_raw (not an integer cast) so the compiler still knows these are shared addresses.
+  unsigned char* base = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   uint4* sP = reinterpret_cast<uint4*>(base + S::kP);
   float* sCorr = reinterpret_cast<float*>(base + S::kCorr);
   int* bad_seq = reinterpret_cast<int*>(base + S::kBadSeq);
@@ -73,11 +73,13 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
   const float qk_scale = p.scale * kLog2e;
   // This thread's two rows in the accumulator layout (the same in both warpgroups).
   const int r_lo = (tw / 32) * 16 + lane / 4, r_hi = r_lo + 8;
-  // Loader role: 16-byte chunk ld_chunk of every column block of row ld_row (a tile's token, or
-  // query rows ld_row and ld_row + 32). Eight consecutive threads fill one 128-byte row: global
-  // reads coalesce and the swizzled shared stores hit eight different bank groups.
-  const int ld_chunk = tid % 8, ld_row = tid / 8;
+  // Loader roles: 16-byte chunk ld_chunk of every column block of a row. Queries: all threads,
+  // rows tid / 8 and tid / 8 + 32. K/V tiles: warpgroup 1 only (it would otherwise wait for P
+  // while warpgroup 0 computes S), tokens kv_row and kv_row + 16. Eight consecutive threads fill
+  // one 128-byte row: global reads coalesce and the swizzled stores hit eight bank groups.
+  const int ld_chunk = tid % 8, ld_row = tid / 8, kv_row = tw / 8;
   const int ld_swz = ((ld_chunk ^ (ld_row % 8)) * 16);  // byte offset of the chunk within its row
+  constexpr int kKvRowsPerThread = kMlaWgKeys / 16;
 
   const T* q_nope = static_cast<const T*>(p.q_nope);
   const T* q_pe = static_cast<const T*>(p.q_pe);
@@ -107,38 +109,52 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
         cp_async_16(dst + cb * S::kQColBlockBytes, src, live);
       }
     }
-    // A tile's page-table entry for this thread's token, read a tile ahead of its use so the
-    // table's latency is off the path from one tile to the next (only keys before kv_len look).
-    auto table_entry = [&](int tile) -> int32_t {
-      const int64_t j = int64_t(tile) * kMlaWgKeys + ld_row;
-      return j < kv_len ? table[j >> page_shift] : 0;
+    // The page-table entries of a tile's tokens for this thread (warpgroup 1), read a tile ahead
+    // of their use so the table's latency is off the path from one tile to the next.
+    struct Entries {
+      int32_t e[kKvRowsPerThread];
     };
-    auto load_tile = [&](int tile, int stage, int32_t entry) {
-      unsigned char* dst = base + S::kStage0 + stage * S::kStageBytes + ld_row * 128 + ld_swz;
-      const int64_t j = int64_t(tile) * kMlaWgKeys + ld_row;
-      bool valid = j < kv_len;
-      if (valid && (entry < 0 || entry >= p.num_pages)) {
-        valid = false;
-        *bad_seq = b;
-      }
-      const int64_t page = valid ? entry : 0;
-      const int64_t slot = j & (p.page_size - 1);
-      const T* ckv_row = ckv + page * p.ckv_page_stride + slot * p.ckv_slot_stride + ld_chunk * 8;
-      const T* kpe_row = kpe + page * p.kpe_page_stride + slot * p.kpe_slot_stride + ld_chunk * 8;
+    auto table_entries = [&](int tile) {
+      Entries en;
 #pragma unroll
-      for (int cb = 0; cb < S::kColBlocks; ++cb) {
-        const T* src = !valid ? ckv : (cb < 8 ? ckv_row + cb * 64 : kpe_row);
-        cp_async_16(dst + cb * S::kKvColBlockBytes, src, valid);
+      for (int h = 0; h < kKvRowsPerThread; ++h) {
+        const int64_t j = int64_t(tile) * kMlaWgKeys + kv_row + 16 * h;
+        en.e[h] = j < kv_len ? table[j >> page_shift] : 0;
+      }
+      return en;
+    };
+    auto load_tile = [&](int tile, int stage, const Entries& en) {
+#pragma unroll
+      for (int h = 0; h < kKvRowsPerThread; ++h) {
+        const int r = kv_row + 16 * h;
+        unsigned char* dst = base + S::kStage0 + stage * S::kStageBytes + r * 128 + ((ld_chunk ^ (r % 8)) * 16);
+        const int64_t j = int64_t(tile) * kMlaWgKeys + r;
+        bool valid = j < kv_len;
+        if (valid && (en.e[h] < 0 || en.e[h] >= p.num_pages)) {
+          valid = false;
+          *bad_seq = b;
+        }
+        const int64_t page = valid ? en.e[h] : 0;
+        const int64_t slot = j & (p.page_size - 1);
+        const T* ckv_row = ckv + page * p.ckv_page_stride + slot * p.ckv_slot_stride + ld_chunk * 8;
+        const T* kpe_row = kpe + page * p.kpe_page_stride + slot * p.kpe_slot_stride + ld_chunk * 8;
+#pragma unroll
+        for (int cb = 0; cb < S::kColBlocks; ++cb) {
+          const T* src = !valid ? ckv : (cb < 8 ? ckv_row + cb * 64 : kpe_row);
+          cp_async_16(dst + cb * S::kKvColBlockBytes, src, valid);
+        }
       }
     };
-    // Prologue: queries and the first three tiles, one commit group each (the queries ride with
-    // the first), so "all but the two newest groups landed" means "the current tile landed".
+    // Prologue: queries (all threads) and the first three tiles (warpgroup 1), one commit group
+    // per tile (the queries ride with the first), so for warpgroup 1 "all but the two newest
+    // groups landed" means "the current tile landed".
 #pragma unroll
     for (int k = 0; k < kMlaWgStages - 1; ++k) {
-      if (u_begin + k < u_end) load_tile(u_begin + k, k, table_entry(u_begin + k));
+      if (wg == 1 && u_begin + k < u_end) load_tile(u_begin + k, k, table_entries(u_begin + k));
       cp_async_commit();
     }
-    int32_t entry_next = u_begin + kMlaWgStages - 1 < u_end ? table_entry(u_begin + kMlaWgStages - 1) : 0;
+    Entries entries_next{};
+    if (wg == 1 && u_begin + kMlaWgStages - 1 < u_end) entries_next = table_entries(u_begin + kMlaWgStages - 1);
 
     // Each row's visible keys end at row_end (causal rows see fewer); dead rows see none.
     auto row_end = [&](int r) -> int64_t {
@@ -154,14 +170,20 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
 
     for (int u = u_begin; u < u_end; ++u) {
       const int stage = (u - u_begin) % kMlaWgStages;
-      cp_async_wait<kMlaWgStages - 2>();  // this thread's copies of tile u (and Q) have landed
-      fence_proxy_async_shared();         // ... and are visible to wgmma
-      __syncthreads();                    // everyone's have; everyone is done with tile u - 1
-      if (u + kMlaWgStages - 1 < u_end) {
-        load_tile(u + kMlaWgStages - 1, (stage + kMlaWgStages - 1) % kMlaWgStages, entry_next);
+      // This thread's copies of tile u (warpgroup 1) and of Q (both) have landed and are made
+      // visible to wgmma (async proxy); after the barrier, everyone's have, and everyone is done
+      // with tile u - 1, whose stage the next load reuses.
+      if (wg == 1) cp_async_wait<kMlaWgStages - 2>();
+      else cp_async_wait<0>();
+      fence_proxy_async_shared();
+      __syncthreads();
+      if (wg == 1) {
+        if (u + kMlaWgStages - 1 < u_end) {
+          load_tile(u + kMlaWgStages - 1, (stage + kMlaWgStages - 1) % kMlaWgStages, entries_next);
+        }
+        cp_async_commit();
+        if (u + kMlaWgStages < u_end) entries_next = table_entries(u + kMlaWgStages);
       }
-      cp_async_commit();
-      entry_next = u + kMlaWgStages < u_end ? table_entry(u + kMlaWgStages) : 0;
       const uint32_t kv_addr = stage_addr0 + stage * S::kStageBytes;
 
       uint32_t pa[8];  // P as wgmma A fragments: 2 k-steps (16 keys) x 4 registers

@@ -44,9 +44,11 @@ ffi::Error launch(const MlaDecodeParams& p, float* ws, int64_t ws_floats, gpuStr
 // Floats of workspace the Hopper path needs: the schedule's int32 arrays (rounded to 16 bytes),
 // then two partial results (512 floats + lse) per partition and query row of a sequence.
 // jaxpaged/mla_decode.py mirrors this with the largest partition count.
+inline int64_t hopper_schedule_floats(int64_t parts, int64_t batch) {
+  return (MlaSchedule::ints(parts, batch) + 3) / 4 * 4;
+}
 inline int64_t hopper_workspace_floats(int64_t parts, int64_t batch, int64_t rows_per_b) {
-  const int64_t schedule = (MlaSchedule::ints(parts, batch) + 3) / 4 * 4;
-  return schedule + 2 * parts * rows_per_b * (kMlaLatentDim + 1);
+  return hopper_schedule_floats(parts, batch) + 2 * parts * rows_per_b * (kMlaLatentDim + 1);
 }
 
 template <typename T>
@@ -58,7 +60,7 @@ ffi::Error launch_hopper(const MlaDecodeParams& p, float* ws, int64_t ws_floats,
     return ffi::Error::Internal("jaxpaged: mla_decode workspace smaller than the Hopper path needs");
   }
   const MlaSchedule sched = MlaSchedule::at(reinterpret_cast<int*>(ws), parts, p.batch);
-  float* ws_out = ws + (MlaSchedule::ints(parts, p.batch) + 3) / 4 * 4;
+  float* ws_out = ws + hopper_schedule_floats(parts, p.batch);
   float* ws_lse = ws_out + 2 * parts * rows_per_b * kMlaLatentDim;
 
   mla_schedule_kernel<<<1, kMlaScheduleThreads, 0, stream>>>(p, parts, sched);
@@ -72,7 +74,8 @@ ffi::Error launch_hopper(const MlaDecodeParams& p, float* ws, int64_t ws_floats,
       p, page_shift_of(p.page_size), int(row_blocks), sched, ws_out, ws_lse);
   JP_RETURN_IF_ERROR(last_launch_error("mla_wgmma_kernel"));
   const int64_t merge_blocks = p.batch * ((rows_per_b + kMlaMergeRows - 1) / kMlaMergeRows);
-  mla_merge_pieces_kernel<T><<<dim3(unsigned(merge_blocks), kMlaMergeQuarters), kMlaMergeThreads, 0, stream>>>(p, sched, ws_out, ws_lse);
+  const dim3 merge_grid(unsigned(merge_blocks), kMlaMergeQuarters);
+  mla_merge_pieces_kernel<T><<<merge_grid, kMlaMergeThreads, 0, stream>>>(p, sched, ws_out, ws_lse);
   return last_launch_error("mla_merge_pieces_kernel");
 }
 

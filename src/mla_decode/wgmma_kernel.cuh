@@ -13,9 +13,11 @@
 //   both:        O_half = O_half * corr + P V[:, half] (2 wgmma m64n256k16, A = P from registers);
 //                warpgroup 0 owns output columns 0-255, warpgroup 1 columns 256-511 (128 float
 //                accumulators per thread each: the whole 64 x 512 O lives in registers).
-// Why 32-token tiles: decode is bound by how many bytes are in flight per SM, and shared memory
-// (Q 72 KiB + 144 KiB of stages) caps that; with 64-token tiles only one tile could be in flight
-// while one is computed (measured 0.27 ms on mla_h128_b64_ctx4k, see NOTES.md).
+// Tile size: shared memory (Q 72 KiB + 144 KiB of stages) holds two 64-token stages or four
+// 32-token ones. 32-token tiles were chosen to keep three tiles in flight, but measured alone they
+// were slower than 64-token tiles with two stages (0.293 vs 0.267 ms on mla_h128_b64_ctx4k: S with
+// N = 32 re-reads Q from shared memory twice as often); the later fixes were measured only with 32.
+// Which size wins now is open (NOTES.md items 10-12).
 // Rows past the sequence's s_q x Hq, keys past kv_len or past a causal row's last key get
 // probability 0; their K/V bytes are zero-filled (0 * garbage must not reach a product).
 #pragma once

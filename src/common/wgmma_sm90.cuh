@@ -66,8 +66,6 @@ __device__ __forceinline__ void named_barrier_arrive(int id, int count) {
 #include "common/wgmma_ops.inc"
 JP_WGMMA_M64N32K16_SS(bf16)
 JP_WGMMA_M64N32K16_SS(f16)
-JP_WGMMA_M64N64K16_SS(bf16)
-JP_WGMMA_M64N64K16_SS(f16)
 JP_WGMMA_M64N256K16_RS_TRANSB(bf16)
 JP_WGMMA_M64N256K16_RS_TRANSB(f16)
 
@@ -75,11 +73,6 @@ template <typename T>
 __device__ __forceinline__ void wgmma_m64n32k16_ss(float (&d)[16], uint64_t a, uint64_t b, int acc) {
   if constexpr (std::is_same<T, gpu_bf16>::value) wgmma_m64n32k16_ss_bf16(d, a, b, acc);
   else wgmma_m64n32k16_ss_f16(d, a, b, acc);
-}
-template <typename T>
-__device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[32], uint64_t a, uint64_t b, int acc) {
-  if constexpr (std::is_same<T, gpu_bf16>::value) wgmma_m64n64k16_ss_bf16(d, a, b, acc);
-  else wgmma_m64n64k16_ss_f16(d, a, b, acc);
 }
 template <typename T>
 __device__ __forceinline__ void wgmma_m64n256k16_rs_tb(float (&d)[128], const uint32_t (&a)[4], uint64_t b,

@@ -54,9 +54,12 @@ inline int mla_num_partitions(int sms, int64_t row_blocks) {
   return parts < 1 ? 1 : int(parts);
 }
 
-__device__ __forceinline__ int mla_seq_tiles(const MlaDecodeParams& p, int64_t b) {
-  const int64_t kv_len = clamp_kv_len(p.kv_lens[b], p.max_pages * p.page_size);
+// Tiles of a sequence of kv_len cached tokens (kv_len already clamped to its pages).
+__device__ __forceinline__ int mla_tiles_of(int64_t kv_len) {
   return int((kv_len + kMlaTileKeys - 1) / kMlaTileKeys);
+}
+__device__ __forceinline__ int mla_seq_tiles(const MlaDecodeParams& p, int64_t b) {
+  return mla_tiles_of(clamp_kv_len(p.kv_lens[b], p.max_pages * p.page_size));
 }
 
 // The tiles [begin, end) of sequence b that partition `part` processes.

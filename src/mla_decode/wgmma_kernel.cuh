@@ -91,7 +91,7 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
 
   for (int b = first_b; b <= last_b; ++b) {
     const int64_t kv_len = clamp_kv_len(p.kv_lens[b], capacity);
-    const TileSpan span = mla_piece_tiles(s, part, b, int((kv_len + kMlaTileKeys - 1) / kMlaTileKeys));
+    const TileSpan span = mla_piece_tiles(s, part, b, mla_tiles_of(kv_len));
     constexpr int kPerSpanTile = kMlaTileKeys / kMlaWgKeys;
     const int u_begin = span.begin * kPerSpanTile;
     const int u_end = min(span.end * kPerSpanTile, int((kv_len + kMlaWgKeys - 1) / kMlaWgKeys));

@@ -19,6 +19,7 @@ using gpu_bf16x2 = __hip_bfloat162;
 #define gpuDevAttrMultiProcessorCount hipDeviceAttributeMultiprocessorCount
 #define JP_SHFL_XOR(v, mask) __shfl_xor((v), (mask), 32)
 #define JP_SHFL_UP(v, delta) __shfl_up((v), (delta), 32)
+#define JP_SHFL(v, src) __shfl((v), (src), 32)
 #else
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -36,4 +37,5 @@ using gpu_bf16x2 = __nv_bfloat162;
 #define gpuDevAttrMultiProcessorCount cudaDevAttrMultiProcessorCount
 #define JP_SHFL_XOR(v, mask) __shfl_xor_sync(0xffffffffu, (v), (mask))
 #define JP_SHFL_UP(v, delta) __shfl_up_sync(0xffffffffu, (v), (delta))
+#define JP_SHFL(v, src) __shfl_sync(0xffffffffu, (v), (src))
 #endif

@@ -95,3 +95,19 @@ def test_more_sequences_than_scheduler_threads(rng, dtype):
     case = mla_case(rng, kv_lens=[int(x) for x in lens], s_q=1, num_heads=16, page_size=16, dtype=dtype,
                     combined=True)
     check(case, dtype, scale=SCALE)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("batch,length", [(150, 256), (40, 1000)], ids=["many-per-span", "one-per-span"])
+def test_equal_lengths_with_a_corrupt_page(rng, dtype, batch, length):
+    # Equal lengths: on Hopper the spans are cut at sequence ends, so one block walks several
+    # whole sequences back to back (its loader runs ahead into the next one). A corrupt page id in
+    # one of them must make only that sequence's rows NaN.
+    case = mla_case(rng, kv_lens=[length] * batch, s_q=1, num_heads=64, page_size=16, dtype=dtype,
+                    combined=False)
+    table = np.array(case.block_tables)
+    table[7, 3] = case.ckv_cache.shape[0] + 5
+    case.block_tables = jnp.asarray(table)
+    _, lse = check(case, dtype, scale=SCALE)
+    lse = np.asarray(lse)
+    assert np.all(np.isnan(lse[7])) and np.all(np.isfinite(np.delete(lse, 7, axis=0)))

@@ -13,6 +13,8 @@
 // slots are 2 * partition (first) and 2 * partition + 1 (last).
 #pragma once
 
+#include <climits>
+
 #include "common/block_scan.cuh"
 #include "common/gpu_math.cuh"
 #include "common/masking.h"
@@ -84,11 +86,32 @@ __device__ __forceinline__ int mla_piece_slot(const MlaSchedule& s, int part, in
 __global__ void __launch_bounds__(kMlaScheduleThreads)
     mla_schedule_kernel(const MlaDecodeParams p, int num_parts, MlaSchedule s) {
   const int tid = threadIdx.x;
+  __shared__ int cost_min, cost_max;
+  if (tid == 0) {
+    cost_min = INT_MAX;
+    cost_max = 0;
+  }
+  __syncthreads();
   int64_t mine = 0;
-  for (int64_t b = tid; b < p.batch; b += kMlaScheduleThreads) mine += mla_seq_tiles(p, b) + kMlaSeqCost;
+  int my_min = INT_MAX, my_max = 0;
+  for (int64_t b = tid; b < p.batch; b += kMlaScheduleThreads) {
+    const int cost = mla_seq_tiles(p, b) + kMlaSeqCost;
+    mine += cost;
+    my_min = min(my_min, cost);
+    my_max = max(my_max, cost);
+  }
+  atomicMin(&cost_min, my_min);
+  atomicMax(&cost_max, my_max);
   int64_t total = 0;
-  block_exclusive_sum<kMlaScheduleThreads>(mine, &total);
-  const int target = int((total + num_parts - 1) / num_parts);  // >= 1: every sequence costs >= 1
+  block_exclusive_sum<kMlaScheduleThreads>(mine, &total);  // its barriers also publish min and max
+  int target = int((total + num_parts - 1) / num_parts);  // >= 1: every sequence costs >= 1
+  // Sequences of one length (the common decode batch) are cut at their ends instead when whole
+  // sequences per span cost at most 1/8 more: a cut costs its pieces' float partial outputs
+  // (written, then read by the merge), which measured more than the spans' imbalance.
+  if (cost_min == cost_max) {
+    const int64_t whole = (target + cost_max - 1) / cost_max * int64_t(cost_max);
+    if (8 * whole <= 9 * int64_t(target)) target = int(whole);
+  }
   for (int part = tid; part < num_parts; part += kMlaScheduleThreads) {
     s.part_first[part] = 0;
     s.part_last[part] = -1;
@@ -140,41 +163,59 @@ __global__ void __launch_bounds__(kMlaMergeThreads)
   if (r >= rows_per_b) return;
   const int col = blockIdx.y * (kMlaLatentDim / kMlaMergeQuarters) + 4 * lane;
   const int first = s.seq_first_part[b];
-  auto slot_of = [&](int k) { return mla_piece_slot(s, first + k, int(b)); };
+  // Each lane first holds the slots and weights of pieces lane, lane + 32, ...; the column loop
+  // then takes them by shuffle, so its loads of partial outputs do not wait on schedule reads.
+  constexpr int kPerLane = (kMlaMaxPartitions + 31) / 32;
+  int slot[kPerLane];
+  float w[kPerLane];
   float m = -INFINITY;
   int nan = 0;
-  for (int k = lane; k < pieces; k += 32) {
-    const float v = ws_lse[slot_of(k) * rows_per_b + r];
-    nan |= isnan(v);
-    m = fmaxf(m, v);
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const int k = lane + 32 * i;
+    slot[i] = k < pieces ? mla_piece_slot(s, first + k, int(b)) : 0;
+    w[i] = k < pieces ? ws_lse[slot[i] * rows_per_b + r] : -INFINITY;
+    nan |= isnan(w[i]);
+    m = fmaxf(m, w[i]);
   }
 #pragma unroll
   for (int off = 16; off > 0; off /= 2) {
     nan |= JP_SHFL_XOR(nan, off);
     m = fmaxf(m, JP_SHFL_XOR(m, off));
   }
-  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
   float sum = 0.f;
-  if (m != -INFINITY && !nan) {
-#pragma unroll 4
-    for (int k = 0; k < pieces; ++k) {
-      const int slot = slot_of(k);
-      const float w = __expf(ws_lse[slot * rows_per_b + r] - m);
-      if (w == 0.f) continue;  // an empty piece: nothing to add
-      sum += w;
-      const float4 v = *reinterpret_cast<const float4*>(ws_out + (slot * rows_per_b + r) * kMlaLatentDim + col);
-      acc.x += w * v.x;
-      acc.y += w * v.y;
-      acc.z += w * v.z;
-      acc.w += w * v.w;
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    w[i] = m == -INFINITY || nan ? 0.f : __expf(w[i] - m);  // 0 for pieces past the count
+    sum += w[i];
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) sum += JP_SHFL_XOR(sum, off);
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const int n = min(32, pieces - 32 * i);
+    const float wi = w[i];
+    const int si = slot[i];
+#pragma unroll 8
+    for (int j = 0; j < 32; ++j) {  // an empty piece has weight 0 and a zero partial output
+      if (j >= n) break;
+      const float wj = JP_SHFL(wi, j);
+      const int sj = JP_SHFL(si, j);
+      const float4 v = *reinterpret_cast<const float4*>(ws_out + (sj * rows_per_b + r) * kMlaLatentDim + col);
+      acc.x += wj * v.x;
+      acc.y += wj * v.y;
+      acc.z += wj * v.z;
+      acc.w += wj * v.w;
     }
   }
   const float inv = sum > 0.f ? 1.f / sum : 0.f;
   const int64_t row = b * rows_per_b + r;
   T* out = static_cast<T*>(p.out) + row * kMlaLatentDim + col;
-  const float x[4] = {acc.x, acc.y, acc.z, acc.w};
-#pragma unroll
-  for (int e = 0; e < 4; ++e) out[e] = from_float<T>(nan ? NAN : x[e] * inv);
+  out[0] = from_float<T>(nan ? NAN : acc.x * inv);
+  out[1] = from_float<T>(nan ? NAN : acc.y * inv);
+  out[2] = from_float<T>(nan ? NAN : acc.z * inv);
+  out[3] = from_float<T>(nan ? NAN : acc.w * inv);
   if (lane == 0 && blockIdx.y == 0) p.lse[row] = nan ? NAN : (sum > 0.f ? m + __logf(sum) : -INFINITY);
 }
 

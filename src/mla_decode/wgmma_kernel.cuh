@@ -297,32 +297,39 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
     }
   };
 
-  int n = 0;  // tiles consumed so far (mirrors the loader's count)
+  // Copies the 64 query rows of sequence b into shared memory with `threads` threads (rows past
+  // the sequence's s_q x Hq read as 0); the caller waits for its cp.async group.
+  auto load_queries = [&](int b, int t, int threads) {
+    const int rows_per_pass = threads / 8;
+    for (int r = t / 8; r < kMlaWgRows; r += rows_per_pass) {
+      const bool live = row0 + r < rows_per_b;
+      const int64_t g = int64_t(b) * rows_per_b + (live ? row0 + r : 0);
+      unsigned char* dst = base + S::kQ + r * 128 + ((ld_chunk ^ (r % 8)) * 16);
+#pragma unroll
+      for (int cb = 0; cb < S::kColBlocks; ++cb) {
+        const T* src = cb < 8 ? q_nope + g * kMlaLatentDim + cb * 64 + ld_chunk * 8
+                              : q_pe + g * kMlaRopeDim + ld_chunk * 8;
+        cp_async_16(dst + cb * S::kQColBlockBytes, src, live);
+      }
+    }
+    cp_async_commit();
+  };
+
+  int n = 0;                 // tiles consumed so far (mirrors the loader's count)
+  bool q_in_flight = false;  // warpgroup 0 already issued this sequence's queries (see below)
   for (int b = first_b; b <= last_b; ++b) {
     const int64_t kv_len = clamp_kv_len(p.kv_lens[b], capacity);
     const TileSpan tiles = tile_range(b, kv_len);
     // Both warpgroups are done with the previous sequence's queries and crossing buffers.
     named_barrier_sync(kBarCompute, kComputeThreads);
-    {
-      const int ld_row = tid / 8;  // rows ld_row and ld_row + 32; rows past s_q x Hq read as 0
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int r = ld_row + 32 * half;
-        const bool live = row0 + r < rows_per_b;
-        const int64_t g = int64_t(b) * rows_per_b + (live ? row0 + r : 0);
-        unsigned char* dst = base + S::kQ + r * 128 + ((ld_chunk ^ (r % 8)) * 16);
-#pragma unroll
-        for (int cb = 0; cb < S::kColBlocks; ++cb) {
-          const T* src = cb < 8 ? q_nope + g * kMlaLatentDim + cb * 64 + ld_chunk * 8
-                                : q_pe + g * kMlaRopeDim + ld_chunk * 8;
-          cp_async_16(dst + cb * S::kQColBlockBytes, src, live);
-        }
-      }
-      cp_async_commit();
-      cp_async_wait<0>();
-      fence_proxy_async_shared();
-      named_barrier_sync(kBarCompute, kComputeThreads);
-    }
+    if (!q_in_flight) load_queries(b, tid, kComputeThreads);
+    cp_async_wait<0>();
+    fence_proxy_async_shared();
+    named_barrier_sync(kBarCompute, kComputeThreads);
+    // Once both warpgroups' last S of this sequence is done (warpgroup 0 knows at the last
+    // pair's P1 barrier), warpgroup 0 fetches the next sequence's queries, hiding their latency
+    // behind the last products and the epilogue.
+    q_in_flight = tiles.begin < tiles.end && b < last_b;
     // Each row's visible keys end at row_end (causal rows see fewer); dead rows see none.
     auto row_end = [&](int r) -> int64_t {
       if (row0 + r >= rows_per_b) return 0;
@@ -362,6 +369,7 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
         pv(o, pa, st0);
         wgmma_commit();
         named_barrier_sync(kBarP1, kComputeThreads);  // warpgroup 1 published m1 (and P1)
+        if (q_in_flight && u + 2 >= tiles.end) load_queries(b + 1, tw, 128);
         const MlaRowPair m1{peer_max[0], peer_max[1]};
         const MlaRowPair c1{rescale_factor(m0.lo, m1.lo), rescale_factor(m0.hi, m1.hi)};
         l = {l.lo * c1.lo, l.hi * c1.hi};

@@ -2,7 +2,8 @@
 // from kv_lens on the GPU every call (the host never reads lengths; the call stays graph-capturable).
 //
 // All sequences' 64-token KV tiles are laid end to end, each sequence preceded by kMlaSeqCost units
-// of fixed cost (query load, epilogue), and the line is cut into `num_parts` equal spans. One
+// of fixed cost (query load, epilogue), and the line is cut into `num_parts` equal spans (for a
+// batch of equal lengths, spans of whole sequences when that costs at most 1/8 more). One
 // partition = one span = row_blocks thread blocks (one per 64 query rows) that walk it in order:
 // the tail of one sequence, whole sequences, the head of another. A sequence cut by span borders is
 // finished by mla_merge_pieces_kernel from its pieces' partial outputs and lse; an uncut one is

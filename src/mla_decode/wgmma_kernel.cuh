@@ -288,8 +288,18 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
     }
     return sum;
   };
-  // exp2(from - to) for a running max moving from `from` to `to` (>= from); 1 while both are -inf.
-  auto rescale_factor = [](float from, float to) { return to == -INFINITY ? 1.f : fast_exp2(from - to); };
+  auto max_of = [](MlaRowPair a, MlaRowPair b) { return MlaRowPair{fmaxf(a.lo, b.lo), fmaxf(a.hi, b.hi)}; };
+  // exp2(from - to) per row for running maxima moving from `from` to `to` (>= from); 1 while -inf.
+  auto rescale = [](MlaRowPair from, MlaRowPair to) {
+    auto f = [](float a, float b) { return b == -INFINITY ? 1.f : fast_exp2(a - b); };
+    return MlaRowPair{f(from.lo, to.lo), f(from.hi, to.hi)};
+  };
+  // This thread's rows' maxima, for its twin in the other warpgroup (which waits on barrier `bar`).
+  auto publish_max = [&](MlaRowPair mm, int bar) {
+    my_max[0] = mm.lo;
+    my_max[1] = mm.hi;
+    named_barrier_arrive(bar, kComputeThreads);
+  };
   auto scale_o = [&](float (&o)[128], MlaRowPair c) {
     if (__any_sync(0xffffffffu, c.lo != 1.f || c.hi != 1.f)) {
 #pragma unroll
@@ -354,13 +364,11 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
         wait_full(n0);
         bad |= stage_bad(st0);
         const MlaRowPair mx = scores(sacc, st0, u, end_lo, end_hi);
-        const MlaRowPair m0{fmaxf(m.lo, mx.lo), fmaxf(m.hi, mx.hi)};
+        const MlaRowPair m0 = max_of(m, mx);
         const MlaRowPair sum = probabilities(sacc, m0, pa);
         store_p(stage_ptr(st0) + S::kRopeBlock, tw, pa);  // S0 is done with K0's rope columns
-        my_max[0] = m0.lo;
-        my_max[1] = m0.hi;
-        named_barrier_arrive(kBarP0, kComputeThreads);
-        const MlaRowPair c{rescale_factor(m.lo, m0.lo), rescale_factor(m.hi, m0.hi)};
+        publish_max(m0, kBarP0);
+        const MlaRowPair c = rescale(m, m0);
         l = {l.lo * c.lo + sum.lo, l.hi * c.hi + sum.hi};
         scale_o(o, c);
 #pragma unroll
@@ -371,7 +379,7 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
         named_barrier_sync(kBarP1, kComputeThreads);  // warpgroup 1 published m1 (and P1)
         if (q_in_flight && u + 2 >= tiles.end) load_queries(b + 1, tw, 128);
         const MlaRowPair m1{peer_max[0], peer_max[1]};
-        const MlaRowPair c1{rescale_factor(m0.lo, m1.lo), rescale_factor(m0.hi, m1.hi)};
+        const MlaRowPair c1 = rescale(m0, m1);
         l = {l.lo * c1.lo, l.hi * c1.hi};
         wgmma_wait<0>();
 #pragma unroll
@@ -398,21 +406,19 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
         }
         named_barrier_sync(kBarP0, kComputeThreads);  // warpgroup 0 published m0 and P0
         const MlaRowPair m0{peer_max[0], peer_max[1]};
-        const MlaRowPair m1{fmaxf(m0.lo, mx.lo), fmaxf(m0.hi, mx.hi)};
+        const MlaRowPair m1 = max_of(m0, mx);
         MlaRowPair sum{0.f, 0.f};
         if (has1) {
           sum = probabilities(sacc, m1, pb);
           store_p(stage_ptr(st1) + S::kRopeBlock, tw, pb);  // S1 is done with K1's rope columns
         }
         load_p(stage_ptr(st0) + S::kRopeBlock, tw, pa);
-        my_max[0] = m1.lo;
-        my_max[1] = m1.hi;
-        named_barrier_arrive(kBarP1, kComputeThreads);
-        const MlaRowPair c{rescale_factor(m.lo, m1.lo), rescale_factor(m.hi, m1.hi)};
+        publish_max(m1, kBarP1);
+        const MlaRowPair c = rescale(m, m1);
         l = {l.lo * c.lo + sum.lo, l.hi * c.hi + sum.hi};
         scale_o(o, c);
         // P0 was made against m0; bring it to m1 (a no-op once the maxima settle).
-        const MlaRowPair cp{rescale_factor(m0.lo, m1.lo), rescale_factor(m0.hi, m1.hi)};
+        const MlaRowPair cp = rescale(m0, m1);
         if (__any_sync(0xffffffffu, cp.lo != 1.f || cp.hi != 1.f)) {
 #pragma unroll
           for (int i = 0; i < 8; ++i) pa[i] = scale_pack2<T>(pa[i], (i % 2) == 0 ? cp.lo : cp.hi);

@@ -25,23 +25,25 @@ inline int sm_count() {
   return count;
 }
 
-// How many KV splits to launch (flash-decoding). The grid runs in waves of `resident` blocks
-// (SMs x blocks per SM); a partial last wave idles the rest of the GPU. Pick the split count, up to
-// `cap` (the workspace, sized by jaxpaged._primitive.kv_split_cap) and at most one split per
-// `min_keys` keys, whose waves are fullest; a larger count must win by 3% to pay for its extra
-// partial results and merge.
+// How many KV splits to launch (flash-decoding), up to `cap` (the workspace, sized by
+// jaxpaged._primitive.kv_split_cap) and at most one split per `min_keys` keys. The grid runs in
+// waves of `resident` blocks (SMs x blocks per SM); each wave lasts as long as one block's keys
+// plus a fixed per-block cost (query load, pipeline fill and drain, the partial result and its
+// share of the merge) worth about `overhead_keys` keys. Pick the count with the least modelled
+// time, waves x (keys per split + overhead); ties go to fewer splits.
+// (Until session 5 this picked the fullest waves, which on 64 blocks x 32K keys chose 33 splits in
+// 8 waves of 1K-key blocks over 4 splits in one wave of 8K-key blocks: slower, see NOTES.md.)
 inline int choose_kv_splits(int64_t blocks_without_split, int cap, int64_t max_keys, int min_keys,
-                            int64_t resident) {
+                            int64_t resident, int64_t overhead_keys = 256) {
   const int64_t by_keys = (max_keys + min_keys - 1) / min_keys;
   const int64_t limit = cap < by_keys ? cap : by_keys;
-  auto fill = [&](int64_t s) {
-    const int64_t blocks = blocks_without_split * s;
-    const int64_t waves = (blocks + resident - 1) / resident;
-    return double(blocks) / double(waves * resident);
+  auto cost = [&](int64_t s) {
+    const int64_t waves = (blocks_without_split * s + resident - 1) / resident;
+    return waves * ((max_keys + s - 1) / s + overhead_keys);
   };
   int64_t best = 1;
   for (int64_t s = 2; s <= limit; ++s) {
-    if (fill(s) > fill(best) + 0.03) best = s;
+    if (cost(s) < cost(best)) best = s;
   }
   return int(best);
 }

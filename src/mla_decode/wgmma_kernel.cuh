@@ -95,6 +95,19 @@ __device__ __forceinline__ uint32_t scale_pack2(uint32_t v, float s) {
   return pack2<T>(f.x * s, f.y * s);
 }
 
+// Copies one thread's 16-byte chunk of a 576-wide row into the nine swizzled column blocks at dst
+// (block_bytes apart): blocks 0-7 from the 512-wide latent part, block 8 from the 64-wide rope
+// part. `latent` and `rope` point at the thread's chunk of the row; an invalid row is zero-filled
+// (its pointers must still be addresses the copy may name, but nothing is read from them).
+template <typename T>
+__device__ __forceinline__ void copy_row_chunk(unsigned char* dst, int block_bytes, const T* latent,
+                                               const T* rope, bool valid) {
+#pragma unroll
+  for (int cb = 0; cb < MlaWgSmem::kColBlocks; ++cb) {
+    cp_async_16(dst + cb * block_bytes, cb < MlaWgSmem::kColBlocks - 1 ? latent + cb * 64 : rope, valid);
+  }
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kMlaWgThreads, 1)
     mla_wgmma_kernel(const MlaDecodeParams p, int page_shift, int row_blocks, const MlaSchedule s,
@@ -176,13 +189,9 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
           }
           const int64_t page = valid ? e : 0;
           const int64_t slot = j & (p.page_size - 1);
-          const T* ckv_row = ckv + page * p.ckv_page_stride + slot * p.ckv_slot_stride + ld_chunk * 8;
-          const T* kpe_row = kpe + page * p.kpe_page_stride + slot * p.kpe_slot_stride + ld_chunk * 8;
-#pragma unroll
-          for (int cb = 0; cb < S::kColBlocks; ++cb) {
-            const T* src = !valid ? ckv : (cb < 8 ? ckv_row + cb * 64 : kpe_row);
-            cp_async_16(dst + cb * S::kKvColBlockBytes, src, valid);
-          }
+          copy_row_chunk(dst, S::kKvColBlockBytes,
+                         ckv + page * p.ckv_page_stride + slot * p.ckv_slot_stride + ld_chunk * 8,
+                         kpe + page * p.kpe_page_stride + slot * p.kpe_slot_stride + ld_chunk * 8, valid);
         }
         mbar_arrive_on_cp_async(&full[st]);
         bad = __any_sync(0xffffffffu, bad);
@@ -315,12 +324,8 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
       const bool live = row0 + r < rows_per_b;
       const int64_t g = int64_t(b) * rows_per_b + (live ? row0 + r : 0);
       unsigned char* dst = base + S::kQ + r * 128 + ((ld_chunk ^ (r % 8)) * 16);
-#pragma unroll
-      for (int cb = 0; cb < S::kColBlocks; ++cb) {
-        const T* src = cb < 8 ? q_nope + g * kMlaLatentDim + cb * 64 + ld_chunk * 8
-                              : q_pe + g * kMlaRopeDim + ld_chunk * 8;
-        cp_async_16(dst + cb * S::kQColBlockBytes, src, live);
-      }
+      copy_row_chunk(dst, S::kQColBlockBytes, q_nope + g * kMlaLatentDim + ld_chunk * 8,
+                     q_pe + g * kMlaRopeDim + ld_chunk * 8, live);
     }
     cp_async_commit();
   };

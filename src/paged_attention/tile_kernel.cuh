@@ -177,10 +177,11 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
     }
   }
 
-  // Scores in the log2 domain (softmax by exp2); with a soft cap, the cap applies to the
-  // natural-scale score first.
+  // Scores in the log2 domain (softmax by exp2); with a soft cap c, the score becomes
+  // c tanh(scale s / c) first (both factors folded into multipliers: no division per score).
   const bool capped = p.soft_cap > 0.f;
-  const float s_mul = capped ? p.scale : p.scale * kLog2e;
+  const float s_mul = capped ? p.scale / p.soft_cap : p.scale * kLog2e;
+  const float cap_mul = p.soft_cap * kLog2e;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   float acc[NT][4];
 #pragma unroll
@@ -229,7 +230,7 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
           const int h = e >> 1;
           const int j = tile_start + key0 + n * 8 + (lane & 3) * 2 + (e & 1);
           float v = s[n][e] * s_mul;
-          if (capped) v = p.soft_cap * fast_tanh(v / p.soft_cap) * kLog2e;
+          if (capped) v = cap_mul * fast_tanh(v);
           v = (j >= vis_b[h] && j < vis_e[h]) ? v : -INFINITY;
           s[n][e] = v;
           mx[h] = fmaxf(mx[h], v);
@@ -255,12 +256,17 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
           l[h] += pv;  // this thread's share of the row sum; the quad is summed at the end
         }
       }
+      // Once a row's maximum has settled (most steps of a long decode sequence) every factor is 1:
+      // small tiles skip the NT x 4 multiplies (the test is warp-uniform, so the mma below stay
+      // converged). Not in the large-tile instance: there it made ptxas spill.
+      if (WM == 4 || __any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f)) {
 #pragma unroll
-      for (int n = 0; n < NT; ++n) {
-        acc[n][0] *= corr[0];
-        acc[n][1] *= corr[0];
-        acc[n][2] *= corr[1];
-        acc[n][3] *= corr[1];
+        for (int n = 0; n < NT; ++n) {
+          acc[n][0] *= corr[0];
+          acc[n][1] *= corr[0];
+          acc[n][2] *= corr[1];
+          acc[n][3] *= corr[1];
+        }
       }
 
       // O += P V: P's accumulator fragments are the A fragments (16 keys per k-step); V is read

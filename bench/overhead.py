@@ -1,0 +1,47 @@
+"""Per-call fixed cost of an op, apart from its main kernel's streaming time.
+
+    python bench/overhead.py [config ...]
+
+For each config: the time per call of a 10-call burst (fixed part included: the first dispatch's
+latency and the final sync) against the steady-state time the bench reports, and the same for a
+trivial jitted function (one tiny kernel: the host's dispatch rate for an XLA executable).
+"""
+
+import functools
+import math
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+import bench  # noqa: E402
+import jaxpaged  # noqa: E402
+
+
+def op_and_args(name):
+    cfg = next(c for c in bench.CONFIGS if c.name == name)
+    rng = np.random.default_rng(0)
+    if isinstance(cfg, bench.Paged):
+        args, _, _ = bench.paged_inputs(cfg, rng)
+        fn = jax.jit(functools.partial(jaxpaged.paged_attention, soft_cap=cfg.soft_cap,
+                                       sliding_window=cfg.window))
+    else:
+        args, _, _ = bench.mla_inputs(cfg, rng)
+        fn = jax.jit(lambda *a: jaxpaged.mla_decode(*a, scale=1.0 / math.sqrt(192.0), causal=cfg.causal))
+    return fn, args
+
+
+def main(names):
+    null = jax.jit(lambda x: x + 1)
+    x = jnp.zeros((8,), jnp.float32)
+    print(f"{'what':40s} {'10-call burst':>14s} {'steady state':>14s}  (ms per call)")
+    print(f"{'trivial jit (x + 1)':40s} {bench.burst_ms(null, x):14.4f} {bench.device_ms(null, x):14.4f}")
+    for name in names:
+        fn, args = op_and_args(name)
+        print(f"{name:40s} {bench.burst_ms(fn, *args):14.4f} {bench.device_ms(fn, *args):14.4f}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -238,7 +238,8 @@ def run_config(cfg, rng, copy_GBps):
 
 def render_table(records, device, date, jax_version) -> str:
     lines = [f"Measured {date} on {device}, jax {jax_version}, one run of `bench/bench.py`; copy "
-             f"bandwidth {records[0]['copy_GBps']:.0f} GB/s (read+write). Times are medians in ms.", "",
+             f"bandwidth {records[0]['copy_GBps']:.0f} GB/s (read+write). Times are steady-state ms per "
+             "call (medians; see device_ms).", "",
              "| config | ours ms | Pallas ms | jnp ref ms | % copy BW | TFLOP/s | vs Pallas | rel err |",
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in records:

@@ -7,30 +7,14 @@ latency and the final sync) against the steady-state time the bench reports, and
 trivial jitted function (one tiny kernel: the host's dispatch rate for an XLA executable).
 """
 
-import functools
-import math
 import sys
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 import bench  # noqa: E402
-import jaxpaged  # noqa: E402
-
-
-def op_and_args(name):
-    cfg = next(c for c in bench.CONFIGS if c.name == name)
-    rng = np.random.default_rng(0)
-    if isinstance(cfg, bench.Paged):
-        args, _, _ = bench.paged_inputs(cfg, rng)
-        fn = jax.jit(functools.partial(jaxpaged.paged_attention, soft_cap=cfg.soft_cap,
-                                       sliding_window=cfg.window))
-    else:
-        args, _, _ = bench.mla_inputs(cfg, rng)
-        fn = jax.jit(lambda *a: jaxpaged.mla_decode(*a, scale=1.0 / math.sqrt(192.0), causal=cfg.causal))
-    return fn, args
+from profile_one import op_and_args  # noqa: E402
 
 
 def main(names):

@@ -15,7 +15,8 @@ import bench  # noqa: E402
 import jaxpaged  # noqa: E402
 
 
-def main(name: str, calls: int = 3):
+def op_and_args(name: str):
+    """The jitted op of bench config `name` and its inputs (the bench's data, seed 0)."""
     cfg = next(c for c in bench.CONFIGS if c.name == name)
     rng = np.random.default_rng(0)
     if isinstance(cfg, bench.Paged):
@@ -25,6 +26,11 @@ def main(name: str, calls: int = 3):
     else:
         args, _, _ = bench.mla_inputs(cfg, rng)
         fn = jax.jit(lambda *a: jaxpaged.mla_decode(*a, scale=1.0 / math.sqrt(192.0), causal=cfg.causal))
+    return fn, args
+
+
+def main(name: str, calls: int = 3):
+    fn, args = op_and_args(name)
     for _ in range(calls):
         jax.block_until_ready(fn(*args))
 

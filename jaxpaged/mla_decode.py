@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 from jax.interpreters import batching
 
-from jaxpaged import _checks, _primitive
+from jaxpaged import _checks, _primitive, _sharding
 
 LATENT_DIM = 512  # compressed KV width; also the value/output width
 ROPE_DIM = 64     # rotary part of the key
@@ -46,7 +46,10 @@ def _abstract_eval(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *,
             jax.core.ShapedArray((batch, s_q, num_heads), jnp.float32))
 
 
+# What users bind (shape and batching rules); it lowers through the sharding rule to the FFI
+# primitive below (jaxpaged/_sharding.py).
 mla_decode_p = _primitive.make_primitive("jaxpaged_mla_decode", _abstract_eval)
+_mla_decode_ffi_p = _primitive.make_primitive("jaxpaged_mla_decode_ffi", _abstract_eval)
 
 
 def _rows_per_block(rows: int) -> int:
@@ -78,7 +81,8 @@ def _workspace_floats(avals_in, params) -> int:
     return max(sm80, _hopper_workspace_floats(batch, s_q * num_heads))
 
 
-_primitive.register_lowerings(mla_decode_p, "jaxpaged_mla_decode", workspace_floats=_workspace_floats)
+_sharding.register_partitioned_lowering(mla_decode_p, _mla_decode_ffi_p, _sharding.mla_decode_rule)
+_primitive.register_lowerings(_mla_decode_ffi_p, "jaxpaged_mla_decode", workspace_floats=_workspace_floats)
 
 
 def _batch_rule(args, dims, **params):

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 from jax.interpreters import batching
 
-from jaxpaged import _checks, _primitive
+from jaxpaged import _checks, _primitive, _sharding
 
 SUPPORTED_HEAD_DIMS = (64, 128, 256)
 KV_LAYOUTS = {"NHD": 0, "HND": 1}
@@ -62,7 +62,10 @@ def _abstract_eval(q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens, *, sca
             jax.core.ShapedArray((num_tokens, num_q_heads), jnp.float32))
 
 
+# What users bind (shape and batching rules); it lowers through the sharding rule to the FFI
+# primitive below (jaxpaged/_sharding.py).
 paged_attention_p = _primitive.make_primitive("jaxpaged_paged_attention", _abstract_eval)
+_paged_attention_ffi_p = _primitive.make_primitive("jaxpaged_paged_attention_ffi", _abstract_eval)
 
 
 def _workspace_floats(avals_in, params) -> int:
@@ -80,7 +83,9 @@ def _workspace_floats(avals_in, params) -> int:
     return tile_list + splits * num_tokens * num_q_heads * (head_dim + 1)
 
 
-_primitive.register_lowerings(paged_attention_p, "jaxpaged_paged_attention",
+_sharding.register_partitioned_lowering(paged_attention_p, _paged_attention_ffi_p,
+                                        _sharding.paged_attention_rule)
+_primitive.register_lowerings(_paged_attention_ffi_p, "jaxpaged_paged_attention",
                               workspace_floats=_workspace_floats)
 
 

@@ -14,9 +14,13 @@ What may be sharded (everything else is replicated before the call):
   block_tables. The caches' page axis stays whole, since page ids index the whole cache. Ragged
   paged_attention (cu_q_lens given) keeps its tokens and sequences whole.
 Each device then attends its own heads and sequences; no collective is needed after the call.
+A split that does not divide its dimension evenly (say 4 devices over 2 KV heads) is not used:
+that dimension is computed whole (the partitioner gathers it first).
 """
 
 from __future__ import annotations
+
+import math
 
 from jax.experimental.custom_partitioning import custom_partitioning
 from jax.extend.core import Primitive
@@ -28,8 +32,10 @@ def register_partitioned_lowering(outer: Primitive, inner: Primitive, rule) -> N
     """Lowers `outer` to `inner` through custom_partitioning, on every platform.
 
     rule(avals_in, params) -> (sharding_rule string, factor sizes, factors that stay whole, plan)
-    where plan(spec_of) -> (operand specs, result specs) picks the specs the op runs with from
-    spec_of(i, dim), the mesh axis (or None) of operand i's dim in the partitioner's proposal.
+    where plan(spec_of, fits) -> (operand specs, result specs) picks the specs the op runs with:
+    spec_of(i, dim) is the mesh axis (or None) of operand i's dim in the partitioner's proposal,
+    fits(axis, n) whether that axis splits n evenly (an axis that does not is not used: the
+    dimension is computed whole instead of in uneven or padded pieces).
     """
 
     def lowering(ctx, *args, **params):
@@ -46,8 +52,14 @@ def register_partitioned_lowering(outer: Primitive, inner: Primitive, rule) -> N
             def spec_of(i, dim):
                 sharding = arg_shapes[i].sharding
                 spec = tuple(sharding.spec) if isinstance(sharding, NamedSharding) else ()
-                return spec[dim] if dim < len(spec) else None
-            in_specs, out_specs = plan(spec_of)
+                axis = spec[dim] if dim < len(spec) else None
+                names = axis if isinstance(axis, tuple) else (axis,)
+                return axis if axis is not None and all(n in mesh.shape for n in names) else None
+
+            def fits(axis, n):
+                names = axis if isinstance(axis, tuple) else (axis,)
+                return n % math.prod(mesh.shape[a] for a in names) == 0
+            in_specs, out_specs = plan(spec_of, fits)
             return ([NamedSharding(mesh, PartitionSpec(*s)) for s in in_specs],
                     [NamedSharding(mesh, PartitionSpec(*s)) for s in out_specs])
 
@@ -112,10 +124,14 @@ def paged_attention_rule(avals_in, params):
     whole = ["g", "p", "s", "d", "m", "c"] + ([] if decode else ["t", "b"])
     kv_dim = 2 if nhd else 1
 
-    def plan(spec_of):
+    num_seqs = avals_in[3].shape[0]
+
+    def plan(spec_of, fits):
         heads = spec_of(1, kv_dim) or spec_of(0, 1)
+        if heads is not None and not fits(heads, num_kv_heads):
+            heads = None
         seqs = spec_of(0, 0) if decode else None
-        if seqs is not None and seqs == heads:
+        if seqs is not None and (seqs == heads or not fits(seqs, num_seqs)):
             seqs = None
         cache_spec = (None, None, heads, None) if nhd else (None, heads, None, None)
         ins = [(seqs, heads, None), cache_spec, cache_spec, (seqs,), (seqs, None), (None,)]
@@ -127,9 +143,13 @@ def mla_decode_rule(avals_in, params):
     """Factors: b sequences, h query heads; the caches and tables' page axis stay whole."""
     rule = "b q h l, b q h r, p s w, p s v, b, b m -> b q h l, b q h"
 
-    def plan(spec_of):
+    batch, _, num_heads, _ = avals_in[0].shape
+
+    def plan(spec_of, fits):
         seqs, heads = spec_of(0, 0), spec_of(0, 2)
-        if heads is not None and heads == seqs:
+        if seqs is not None and not fits(seqs, batch):
+            seqs = None
+        if heads is not None and (heads == seqs or not fits(heads, num_heads)):
             heads = None
         q_spec = (seqs, None, heads, None)
         ins = [q_spec, q_spec, (None, None, None), (None, None, None), (seqs,), (seqs, None)]

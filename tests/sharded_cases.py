@@ -19,15 +19,16 @@ from jaxpaged import reference  # noqa: E402
 
 COLLECTIVES = ("all-gather", "all-reduce", "all-to-all", "collective-permute", "reduce-scatter")
 mesh = Mesh(np.array(jax.devices()[:4]).reshape(2, 2), ("dp", "tp"))
+wide_tp = Mesh(np.array(jax.devices()[:4]).reshape(1, 4), ("dp", "tp"))
 rng = np.random.default_rng(0)
 
 
-def put(x, *spec):
-    return jax.device_put(x, NamedSharding(mesh, P(*spec)))
+def put(x, *spec, on=mesh):
+    return jax.device_put(x, NamedSharding(on, P(*spec)))
 
 
-def check(name, fn, ref_fn, args, specs, want_out_spec, no_collectives=True):
-    placed = [None if a is None else put(a, *s) for a, s in zip(args, specs)]
+def check(name, fn, ref_fn, args, specs, want_out_spec, no_collectives=True, on=mesh):
+    placed = [None if a is None else (a if s is None else put(a, *s, on=on)) for a, s in zip(args, specs)]
     f = jax.jit(fn)
     hlo = f.lower(*placed).compile().as_text()
     found = [c for c in COLLECTIVES if c in hlo]
@@ -44,6 +45,7 @@ def check(name, fn, ref_fn, args, specs, want_out_spec, no_collectives=True):
 
 
 def paged_inputs(layout, num_seqs=4, q_lens=None):
+    """Hq = 8 query heads over Hkv = 2 KV heads (groups of 4), head dim 64, 16-token pages."""
     pages, page, hkv, hq, d = 64, 16, 2, 8, 64
     shape = (pages, page, hkv, d) if layout == "NHD" else (pages, hkv, page, d)
     k = jnp.asarray(rng.standard_normal(shape), jnp.float32)
@@ -68,6 +70,18 @@ def paged_cases():
             return reference.paged_attention(*a, kv_layout=layout, return_lse=True)
         check(f"paged decode {layout}, sequences on dp, heads on tp", op, ref, (q, k, v, lens, table),
               [("dp", "tp", None), cache, cache, ("dp",), ("dp", None)], ("dp", "tp"))
+
+    # A split that does not divide: 4-way tp over 2 KV heads (q's 8 heads do split 4 ways, but not
+    # in whole GQA groups). The op then computes the heads whole (gathering q), still exactly.
+    q, k, v, lens, table = paged_inputs("NHD")
+
+    def op(*a):
+        return jaxpaged.paged_attention(*a, return_lse=True)
+
+    def ref(*a):
+        return reference.paged_attention(*a, return_lse=True)
+    check("paged decode, 4-way tp over 2 KV heads", op, ref, (q, k, v, lens, table),
+          [(None, "tp", None), None, None, None, None], None, no_collectives=False, on=wide_tp)
 
     # Ragged (prefill chunks + decode): heads split; tokens stay whole.
     q_lens = [5, 1, 3, 1]

@@ -3,8 +3,8 @@
 Each op has an outer primitive (shape rule, batching rule; what users bind) and an inner one
 (the FFI lowerings). The outer one lowers through `custom_partitioning` to the inner one, so the
 partitioner can run the op on each device's shard instead of gathering whole operands first. On
-one device, or inside `shard_map`, that wrapper is inlined and the outer call lowers to exactly the
-inner FFI call.
+one device the outer call lowers straight to the inner FFI call (the same HLO as without these
+rules); inside `shard_map`, custom_partitioning itself inlines it.
 
 What may be sharded (everything else is replicated before the call):
 - query heads with their KV heads (tensor parallelism): paged_attention shards q's head axis in
@@ -21,6 +21,7 @@ that dimension is computed whole (the partitioner gathers it first).
 from __future__ import annotations
 
 import math
+import re
 
 from jax.experimental.custom_partitioning import custom_partitioning
 from jax.extend.core import Primitive
@@ -70,14 +71,13 @@ def register_partitioned_lowering(outer: Primitive, inner: Primitive, rule) -> N
             in_shardings, out_shardings = run(mesh, arg_shapes)
 
             def local(*operands):
-                return tuple(inner.bind(*fit_local(operands, params), **params))
+                return tuple(inner.bind(*_fit_local(operands, params), **params))
             return mesh, local, tuple(out_shardings), tuple(in_shardings)
 
         # Shardy wants special factors in the order the rule first names them.
-        first_seen = {f: i for i, f in reversed(list(enumerate(rule_str.replace("(", " ").replace(
-            ")", " ").replace(",", " ").replace("->", " ").split())))}
+        factor_order = list(dict.fromkeys(re.findall(r"\w+", rule_str)))
         op.def_partition(partition, infer_sharding_from_operands=infer, sharding_rule=rule_str,
-                         need_replication_factors=tuple(sorted(whole, key=first_seen.__getitem__)),
+                         need_replication_factors=tuple(sorted(whole, key=factor_order.index)),
                          **sizes)
         return mlir.lower_fun(op, multiple_results=True)(ctx, *args)
 
@@ -101,7 +101,7 @@ def _partitioned(ctx) -> bool:
     return (devices is not None and len(devices) > 1) or hasattr(axis_context, "manual_axes")
 
 
-def fit_local(operands, params):
+def _fit_local(operands, params):
     """Per-device operands as the inner op expects them. Pure-decode paged attention ignores the
     values of cu_q_lens but checks its shape [S + 1]: a device holding S / n sequences gets the
     first S / n + 1 entries of the (whole) array."""
@@ -123,7 +123,6 @@ def paged_attention_rule(avals_in, params):
     rule = f"t (k g) d, {cache}, {cache}, {b}, {b} m, c -> t (k g) d, t (k g)"
     whole = ["g", "p", "s", "d", "m", "c"] + ([] if decode else ["t", "b"])
     kv_dim = 2 if nhd else 1
-
     num_seqs = avals_in[3].shape[0]
 
     def plan(spec_of, fits):
@@ -142,7 +141,6 @@ def paged_attention_rule(avals_in, params):
 def mla_decode_rule(avals_in, params):
     """Factors: b sequences, h query heads; the caches and tables' page axis stay whole."""
     rule = "b q h l, b q h r, p s w, p s v, b, b m -> b q h l, b q h"
-
     batch, _, num_heads, _ = avals_in[0].shape
 
     def plan(spec_of, fits):

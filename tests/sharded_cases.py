@@ -1,4 +1,5 @@
-"""Runs the ops under jit on a 2 x 2 mesh of CPU devices and checks them against the reference.
+"""Runs the ops under jit on meshes of 4 CPU devices (2 x 2 and 1 x 4) and checks them against the
+reference.
 
 Run by tests/test_sharding.py in its own process: the device count must be set before JAX starts.
 Each case prints one line; any failure raises. For each case it also checks which collectives the
@@ -44,9 +45,9 @@ def check(name, fn, ref_fn, args, specs, want_out_spec, no_collectives=True, on=
         assert not found, (name, found)
 
 
-def paged_inputs(layout, num_seqs=4, q_lens=None):
-    """Hq = 8 query heads over Hkv = 2 KV heads (groups of 4), head dim 64, 16-token pages."""
-    pages, page, hkv, hq, d = 64, 16, 2, 8, 64
+def paged_inputs(layout, q_lens=None):
+    """4 sequences; Hq = 8 query heads over Hkv = 2 KV heads (groups of 4), head dim 64, 16-token pages."""
+    num_seqs, pages, page, hkv, hq, d = 4, 64, 16, 2, 8, 64
     shape = (pages, page, hkv, d) if layout == "NHD" else (pages, hkv, page, d)
     k = jnp.asarray(rng.standard_normal(shape), jnp.float32)
     v = jnp.asarray(rng.standard_normal(shape), jnp.float32)

@@ -1,14 +1,21 @@
-"""Runs the ops under jit on meshes of 4 CPU devices (2 x 2 and 1 x 4) and checks them against the
-reference.
+"""Runs the ops under jit on device meshes and checks them against the reference.
 
-Run by tests/test_sharding.py in its own process: the device count must be set before JAX starts.
+Two ways to run it:
+  * CPU (default; tests/test_sharding.py runs it in its own process, since the device count must be
+    set before JAX starts): 4 forced host devices, meshes 2 x 2 and 1 x 4, float32.
+  * GPU (`python tests/sharded_cases.py gpu` on a machine with 2 or more GPUs): the real devices,
+    meshes (n/2) x 2 - or 1 x 2 and 2 x 1 on two GPUs - and bfloat16 (what the GPU kernels take),
+    with the tolerance of tests/cases.py for it.
 Each case prints one line; any failure raises. For each case it also checks which collectives the
 compiled program holds: the shardings the ops support must need none.
 """
 
 import os
+import sys
 
-os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
+ON_GPU = len(sys.argv) > 1 and sys.argv[1] == "gpu"
+if not ON_GPU:
+    os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
@@ -19,28 +26,48 @@ import jaxpaged  # noqa: E402
 from jaxpaged import reference  # noqa: E402
 
 COLLECTIVES = ("all-gather", "all-reduce", "all-to-all", "collective-permute", "reduce-scatter")
-mesh = Mesh(np.array(jax.devices()[:4]).reshape(2, 2), ("dp", "tp"))
-wide_tp = Mesh(np.array(jax.devices()[:4]).reshape(1, 4), ("dp", "tp"))
+DTYPE = jnp.bfloat16 if ON_GPU else jnp.float32
+TOL = 2e-2 if ON_GPU else 1e-4  # bf16 output (tests/cases.py's TOLERANCE), lse in float32 math
+devices = np.array(jax.devices("gpu" if ON_GPU else "cpu"))
 rng = np.random.default_rng(0)
 
 
-def put(x, *spec, on=mesh):
+def meshes():
+    """The (dp, tp) meshes the main cases run on."""
+    n = len(devices)
+    if not ON_GPU:
+        return [Mesh(devices[:4].reshape(2, 2), ("dp", "tp"))]
+    assert n >= 2, "the GPU run needs 2 or more GPUs"
+    if n >= 4:
+        return [Mesh(devices[: n // 2 * 2].reshape(n // 2, 2), ("dp", "tp"))]
+    return [Mesh(devices[:2].reshape(1, 2), ("dp", "tp")), Mesh(devices[:2].reshape(2, 1), ("dp", "tp"))]
+
+
+def put(x, spec, on):
     return jax.device_put(x, NamedSharding(on, P(*spec)))
 
 
-def check(name, fn, ref_fn, args, specs, want_out_spec, no_collectives=True, on=mesh):
-    placed = [None if a is None else (a if s is None else put(a, *s, on=on)) for a, s in zip(args, specs)]
+def live_axes(spec, on):
+    """`spec` with the mesh axes of size 1 dropped (they shard nothing)."""
+    return tuple(a if a is not None and on.shape[a] > 1 else None for a in spec)
+
+
+def check(name, fn, ref_fn, args, specs, want_out_spec, on, no_collectives=True):
+    args = [a if a is None or a.dtype == jnp.int32 else a.astype(DTYPE) for a in args]
+    placed = [None if a is None else (a if s is None else put(a, s, on)) for a, s in zip(args, specs)]
     f = jax.jit(fn)
     hlo = f.lower(*placed).compile().as_text()
     found = [c for c in COLLECTIVES if c in hlo]
     out, lse = f(*placed)
     ref_out, ref_lse = ref_fn(*args)
-    err = max(float(jnp.abs(out - ref_out).max()), float(jnp.abs(lse - ref_lse).max()))
+    f32 = lambda x: jnp.asarray(x, jnp.float32)  # noqa: E731
+    err = max(float(jnp.abs(f32(out) - f32(ref_out)).max()), float(jnp.abs(lse - ref_lse).max()))
     spec = tuple(out.sharding.spec)
-    print(f"{name}: max err {err:.1e}, out spec {spec}, collectives {found}")
-    assert err < 1e-4, (name, err)
+    print(f"{name} on mesh {dict(on.shape)}: max err {err:.1e}, out spec {spec}, collectives {found}")
+    assert err < TOL, (name, err)
     if want_out_spec is not None:
-        assert spec[:len(want_out_spec)] == want_out_spec, (name, spec)
+        got = live_axes(spec[: len(want_out_spec)] + (None,) * (len(want_out_spec) - len(spec)), on)
+        assert got == live_axes(want_out_spec, on), (name, spec)
     if no_collectives:
         assert not found, (name, found)
 
@@ -58,7 +85,7 @@ def paged_inputs(layout, q_lens=None):
     return q, k, v, lens, table
 
 
-def paged_cases():
+def paged_cases(mesh):
     for layout, kv_dim in (("NHD", 2), ("HND", 1)):
         q, k, v, lens, table = paged_inputs(layout)
         cache = [None] * 4
@@ -70,19 +97,8 @@ def paged_cases():
         def ref(*a, layout=layout):
             return reference.paged_attention(*a, kv_layout=layout, return_lse=True)
         check(f"paged decode {layout}, sequences on dp, heads on tp", op, ref, (q, k, v, lens, table),
-              [("dp", "tp", None), cache, cache, ("dp",), ("dp", None)], ("dp", "tp"))
+              [("dp", "tp", None), cache, cache, ("dp",), ("dp", None)], ("dp", "tp"), mesh)
 
-    # A split that does not divide: 4-way tp over 2 KV heads (q's 8 heads do split 4 ways, but not
-    # in whole GQA groups). The op then computes the heads whole (gathering q), still exactly.
-    q, k, v, lens, table = paged_inputs("NHD")
-
-    def op(*a):
-        return jaxpaged.paged_attention(*a, return_lse=True)
-
-    def ref(*a):
-        return reference.paged_attention(*a, return_lse=True)
-    check("paged decode, 4-way tp over 2 KV heads", op, ref, (q, k, v, lens, table),
-          [(None, "tp", None), None, None, None, None], None, no_collectives=False, on=wide_tp)
 
     # Ragged (prefill chunks + decode): heads split; tokens stay whole.
     q_lens = [5, 1, 3, 1]
@@ -97,13 +113,14 @@ def paged_cases():
         return reference.paged_attention(*a, return_lse=True, sliding_window=40)
     cache = (None, None, "tp", None)
     check("paged ragged, heads on tp", ragged, ragged_ref, (q, k, v, lens, table, cu),
-          [(None, "tp", None), cache, cache, (None,), (None, None), (None,)], (None, "tp"))
+          [(None, "tp", None), cache, cache, (None,), (None, None), (None,)], (None, "tp"), mesh)
     # Tokens of a ragged call sharded by the caller: gathered first (correct, with collectives).
     check("paged ragged, tokens on dp (gathered)", ragged, ragged_ref, (q, k, v, lens, table, cu),
-          [("dp", "tp", None), cache, cache, (None,), (None, None), (None,)], None, no_collectives=False)
+          [("dp", "tp", None), cache, cache, (None,), (None, None), (None,)], None, mesh,
+          no_collectives=False)
 
 
-def mla_cases():
+def mla_cases(mesh):
     batch, heads, pages, page = 4, 16, 16, 16
     lens = jnp.asarray(rng.integers(30, 200, batch), jnp.int32)
     table = jnp.asarray(rng.permutation(pages)[:batch * 4].reshape(batch, 4), jnp.int32)
@@ -119,14 +136,32 @@ def mla_cases():
         return reference.mla_decode(*a, scale=0.05, causal=True)
     check("mla combined cache, sequences on dp, heads on tp", op, ref,
           (q_nope, q_pe, cache, None, lens, table),
-          [q_spec, q_spec, (None, None, None), None, ("dp",), ("dp", None)], ("dp", None, "tp"))
+          [q_spec, q_spec, (None, None, None), None, ("dp",), ("dp", None)], ("dp", None, "tp"), mesh)
     check("mla split caches, sequences on dp, heads on tp", op, ref,
           (q_nope, q_pe, cache[..., :512], cache[..., 512:], lens, table),
           [q_spec, q_spec, (None, None, None), (None, None, None), ("dp",), ("dp", None)],
-          ("dp", None, "tp"))
+          ("dp", None, "tp"), mesh)
+
+
+def uneven_split_case():
+    """A split that does not divide: 4-way tp over 2 KV heads (q's 8 heads do split 4 ways, but not
+    in whole GQA groups). The op then computes the heads whole (gathering q), still exactly."""
+    wide_tp = Mesh(devices[:4].reshape(1, 4), ("dp", "tp"))
+    q, k, v, lens, table = paged_inputs("NHD")
+
+    def op(*a):
+        return jaxpaged.paged_attention(*a, return_lse=True)
+
+    def ref(*a):
+        return reference.paged_attention(*a, return_lse=True)
+    check("paged decode, 4-way tp over 2 KV heads", op, ref, (q, k, v, lens, table),
+          [(None, "tp", None), None, None, None, None], None, wide_tp, no_collectives=False)
 
 
 if __name__ == "__main__":
-    paged_cases()
-    mla_cases()
+    for m in meshes():
+        paged_cases(m)
+        mla_cases(m)
+    if len(devices) >= 4:
+        uneven_split_case()
     print("all sharded cases match the reference")

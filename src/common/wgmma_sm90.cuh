@@ -1,5 +1,5 @@
 // Hopper (sm_90a) warpgroup tensor-core products: shared-memory matrix descriptors, the wgmma
-// fences, and the two product shapes the MLA kernel uses (spelled out in wgmma_ops.inc).
+// fences, and the product shapes the MLA kernel uses (spelled out in wgmma_ops.inc).
 //
 // Shared-memory operands use the 128-byte swizzle: a matrix is stored as column blocks of 64
 // 16-bit elements (128 bytes per row), rows consecutive, and within each 8-row x 128-byte atom
@@ -64,21 +64,28 @@ __device__ __forceinline__ void named_barrier_arrive(int id, int count) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define JP_HAVE_WGMMA 1
 #include "common/wgmma_ops.inc"
-JP_WGMMA_M64N32K16_SS(bf16)
-JP_WGMMA_M64N32K16_SS(f16)
+JP_WGMMA_M64N64K16_SS(bf16)
+JP_WGMMA_M64N64K16_SS(f16)
 JP_WGMMA_M64N256K16_RS_TRANSB(bf16)
 JP_WGMMA_M64N256K16_RS_TRANSB(f16)
+JP_WGMMA_M64N256K16_SS_TRANSB(bf16)
+JP_WGMMA_M64N256K16_SS_TRANSB(f16)
 
 template <typename T>
-__device__ __forceinline__ void wgmma_m64n32k16_ss(float (&d)[16], uint64_t a, uint64_t b, int acc) {
-  if constexpr (std::is_same<T, gpu_bf16>::value) wgmma_m64n32k16_ss_bf16(d, a, b, acc);
-  else wgmma_m64n32k16_ss_f16(d, a, b, acc);
+__device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[32], uint64_t a, uint64_t b, int acc) {
+  if constexpr (std::is_same<T, gpu_bf16>::value) wgmma_m64n64k16_ss_bf16(d, a, b, acc);
+  else wgmma_m64n64k16_ss_f16(d, a, b, acc);
 }
 template <typename T>
 __device__ __forceinline__ void wgmma_m64n256k16_rs_tb(float (&d)[128], const uint32_t (&a)[4], uint64_t b,
                                                        int acc) {
   if constexpr (std::is_same<T, gpu_bf16>::value) wgmma_m64n256k16_rs_tb_bf16(d, a, b, acc);
   else wgmma_m64n256k16_rs_tb_f16(d, a, b, acc);
+}
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n256k16_ss_tb(float (&d)[128], uint64_t a, uint64_t b, int acc) {
+  if constexpr (std::is_same<T, gpu_bf16>::value) wgmma_m64n256k16_ss_tb_bf16(d, a, b, acc);
+  else wgmma_m64n256k16_ss_tb_f16(d, a, b, acc);
 }
 #endif
 

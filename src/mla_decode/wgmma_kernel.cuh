@@ -53,6 +53,13 @@ static_assert(2 * kMlaWgComputeRegs + kMlaWgLoaderRegs <= 3 * (65536 / kMlaWgThr
 
 // Column groups of a tile buffer, each with its own full/empty barrier pair.
 enum MlaColGroup : int { kGroupL = 0, kGroupR = 1, kGroupRope = 2, kGroups = 3 };
+// The order in which the groups of a pair's buffers fall free (and are refilled and then read by
+// the next S): buffer 0's L (after WG0's P0 V0_L), buffer 1's R (after WG1's P1 V1_R), buffer 0's
+// R and rope (after WG1's P0 V0_R), buffer 1's L and rope (after WG0's P1 V1_L). The k-th group an
+// S reads of buffer buf is mla_group_in_order(buf, k): buffer 1's tile is read R, L, rope.
+__device__ __forceinline__ constexpr int mla_group_in_order(int buf, int k) {
+  return buf == 0 || k == 2 ? k : 1 - k;
+}
 
 // Shared memory, byte offsets from a 1024-aligned base (the swizzle atoms must be 1024-aligned).
 struct MlaWgSmem {
@@ -67,8 +74,8 @@ struct MlaWgSmem {
   static constexpr int kMax = kTile0 + 2 * kTileBytes;  // [2 warpgroups][128 threads][2] floats
   static constexpr int kSum = kMax + 2 * 128 * 2 * 4;   // same shape: row sums at the end
   static constexpr int kBad = kSum + 2 * 128 * 2 * 4;   // [2 buffers][4 loader warps] + [2 warpgroups] ints
-  static constexpr int kPages = kBad + 16 * 4;          // [4 tokens][128 loader threads] page ids
-  static constexpr int kBarriers = kPages + 4 * 128 * 4;  // full[2][3], empty[2][3]
+  static constexpr int kPages = kBad + 16 * 4;          // [2 buffers][4 tokens][128 loader threads] page ids
+  static constexpr int kBarriers = kPages + 2 * 4 * 128 * 4;  // full[2][3], empty[2][3]
   static constexpr size_t kAllocBytes = size_t(kBarriers) + 2 * 2 * kGroups * 8 + 1024;  // + alignment
 };
 static_assert(MlaWgSmem::kAllocBytes <= 227 * 1024, "more shared memory than a Hopper block may have");
@@ -117,7 +124,7 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
   float* sSum = reinterpret_cast<float*>(base + S::kSum);
   int* sBadPage = reinterpret_cast<int*>(base + S::kBad);  // [buffer][loader warp]
   int* sBadWg = sBadPage + 8;                              // [compute warpgroup], per sequence
-  int* sPage = reinterpret_cast<int*>(base + S::kPages);   // the loader's page ids of the current tile
+  int* sPage = reinterpret_cast<int*>(base + S::kPages);   // the loader's page ids of the current pair
   uint64_t* full = reinterpret_cast<uint64_t*>(base + S::kBarriers);  // [buffer][group]
   uint64_t* empty = full + 2 * kGroups;
 
@@ -152,8 +159,7 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
     const T* ckv = static_cast<const T*>(p.ckv);
     const T* kpe = static_cast<const T*>(p.kpe);
     const int kv_row = tw / 8;  // tokens kv_row + 16 h (h < 4) of a tile
-    int uses[2] = {0, 0};       // tiles loaded into each buffer so far (all sequences; indexed
-                                // only by constants, or the array lands in local memory)
+    int uses[2] = {0, 0};       // tiles loaded into each buffer so far (all sequences)
     for (int b = first_b; b <= last_b; ++b) {
       // 32-bit token positions (kv_lens are int32): fewer registers for the loader.
       const int kv_len = int(clamp_kv_len(p.kv_lens[b], capacity));
@@ -163,38 +169,52 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
         const int j = tile * kMlaWgKeys + kv_row + 16 * h;
         return j < kv_len ? table[j >> page_shift] : 0;
       };
-      int32_t e[4];  // page ids of this thread's four tokens, read a tile ahead
+      // Page ids of this thread's four tokens in each tile of a pair, read a pair ahead.
+      int32_t e0[4], e1[4];
 #pragma unroll
-      for (int h = 0; h < 4; ++h) e[h] = tiles.begin < tiles.end ? entry(tiles.begin, h) : 0;
-      for (int u = tiles.begin; u < tiles.end; ++u) {
-        const int buf = (u - tiles.begin) & 1;  // t0 of a pair in buffer 0, t1 in buffer 1
-        const uint32_t parity = ((buf ? uses[1] : uses[0]) & 1) ^ 1;
-        if (buf) ++uses[1];
-        else ++uses[0];
-        unsigned char* tile = base + S::kTile0 + buf * S::kTileBytes;
+      for (int h = 0; h < 4; ++h) {
+        e0[h] = tiles.begin < tiles.end ? entry(tiles.begin, h) : 0;
+        e1[h] = tiles.begin + 1 < tiles.end ? entry(tiles.begin + 1, h) : 0;
+      }
+      for (int u = tiles.begin; u < tiles.end; u += 2) {  // t0 of a pair in buffer 0, t1 in buffer 1
+        const bool has1 = u + 1 < tiles.end;
+        const uint32_t parity0 = (uses[0] & 1) ^ 1, parity1 = (uses[1] & 1) ^ 1;
+        ++uses[0];
+        if (has1) ++uses[1];
+        // The six groups of the pair in the order they fall free (mla_group_in_order), so that
+        // waiting for one never holds back a group that is already free.
 #pragma unroll
-        for (int g = 0; g < kGroups; ++g) {
-          mbar_wait(&empty[buf * kGroups + g], parity);
-          if (g == kGroupL) {
-            // This tile's page ids (read during the previous tile) checked once and parked in
-            // shared memory, so no registers hold them through the three groups: -1 marks a row
-            // past kv_len or with an out-of-range id (zero-filled).
+        for (int step = 0; step < 2 * kGroups; ++step) {
+          constexpr int kBuf[6] = {0, 1, 0, 0, 1, 1};
+          constexpr int kOrder[6] = {0, 0, 1, 2, 1, 2};  // k-th group of that buffer
+          const int buf = kBuf[step], g = mla_group_in_order(buf, kOrder[step]);
+          if (buf == 1 && !has1) continue;
+          const int t = u + buf;
+          unsigned char* tile = base + S::kTile0 + buf * S::kTileBytes;
+          int* page_ids = sPage + buf * 4 * 128;
+          mbar_wait(&empty[buf * kGroups + g], buf ? parity1 : parity0);
+          if (kOrder[step] == 0) {
+            // The tile's page ids (read during the previous pair) checked once and parked in
+            // shared memory, so no registers hold them through its three groups: -1 marks a row
+            // past kv_len or with an out-of-range id (zero-filled). The corrupt-page flags
+            // travel with the tile's first group.
             bool bad = false;
 #pragma unroll
             for (int h = 0; h < 4; ++h) {
-              const bool in_seq = u * kMlaWgKeys + kv_row + 16 * h < kv_len;
-              const bool ok = e[h] >= 0 && e[h] < p.num_pages;
+              const int32_t e = buf ? e1[h] : e0[h];
+              const bool in_seq = t * kMlaWgKeys + kv_row + 16 * h < kv_len;
+              const bool ok = e >= 0 && e < p.num_pages;
               bad |= in_seq && !ok;
-              sPage[h * 128 + tw] = in_seq && ok ? e[h] : -1;
+              page_ids[h * 128 + tw] = in_seq && ok ? e : -1;
             }
             bad = __any_sync(0xffffffffu, bad);
-            if (lane == 0) sBadPage[buf * 4 + tw / 32] = bad ? 1 : 0;  // travels with group L
+            if (lane == 0) sBadPage[buf * 4 + tw / 32] = bad ? 1 : 0;
           }
 #pragma unroll
           for (int h = 0; h < 4; ++h) {
             const int r = kv_row + 16 * h;
-            const int slot = (u * kMlaWgKeys + r) & int(p.page_size - 1);
-            const int32_t page = sPage[h * 128 + tw];
+            const int slot = (t * kMlaWgKeys + r) & int(p.page_size - 1);
+            const int32_t page = page_ids[h * 128 + tw];
             const int64_t pg = page < 0 ? 0 : page;
             copy_row_chunk(tile + r * 128 + ((ld_chunk ^ (r % 8)) * 16), S::kColBlockBytes,
                            ckv + pg * p.ckv_page_stride + slot * p.ckv_slot_stride + ld_chunk * 8,
@@ -204,9 +224,10 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
           mbar_arrive_on_cp_async(&full[buf * kGroups + g]);
           mbar_arrive(&full[buf * kGroups + g]);
         }
-        if (u + 1 < tiles.end) {
 #pragma unroll
-          for (int h = 0; h < 4; ++h) e[h] = entry(u + 1, h);
+        for (int h = 0; h < 4; ++h) {
+          if (u + 2 < tiles.end) e0[h] = entry(u + 2, h);
+          if (u + 3 < tiles.end) e1[h] = entry(u + 3, h);
         }
       }
     }
@@ -239,29 +260,31 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
     __syncwarp();
     if (lane == 0) mbar_arrive(&empty[buf * kGroups + g]);
   };
-  // Issues (does not wait for) S (+)= Q K^T over column groups [g_begin, g_end) of the tile in
-  // buffer buf, each once it has landed: 64 x 64 scores, 4 wgmma m64n64k16 per column block.
-  // Returns whether a page id of the tile was out of range (known once group L has landed).
-  auto issue_scores = [&](float (&sacc)[32], int buf, uint32_t parity, int g_begin, int g_end) {
+  // Issues (does not wait for) S (+)= Q K^T over the k_begin-th to (k_end - 1)-th column groups
+  // of the tile in buffer buf, in the order they are refilled (mla_group_in_order), each once it
+  // has landed: 64 x 64 scores, 4 wgmma m64n64k16 per column block. Returns whether a page id of
+  // the tile was out of range (known once its first group has landed).
+  auto issue_scores = [&](float (&sacc)[32], int buf, uint32_t parity, int k_begin, int k_end) {
     bool bad = false;
     // Laundered so the compiler derives the 36 operand descriptors here rather than keeping
     // them all live across the loop (72 registers: the compute warpgroups then spill).
     uint64_t q_d = q_desc, k_desc = wgmma_desc_sw128(smem_addr(tile_ptr(buf)), 16, 1024);
     asm volatile("" : "+l"(q_d), "+l"(k_desc));
 #pragma unroll
-    for (int g = g_begin; g < g_end; ++g) {
+    for (int k = k_begin; k < k_end; ++k) {
+      const int g = mla_group_in_order(buf, k);
       mbar_wait(&full[buf * kGroups + g], parity);
       fence_proxy_async_shared();  // the landed bytes, for wgmma's async-proxy reads
-      if (g == kGroupL) bad = tile_bad(buf);
+      if (k == 0) bad = tile_bad(buf);
       const int cb_end = g == kGroupRope ? S::kColBlocks : 4 * g + 4;
-      if (g == g_begin) wgmma_fence();
+      if (k == k_begin) wgmma_fence();
 #pragma unroll
       for (int cb = 4 * g; cb < cb_end; ++cb) {
 #pragma unroll
         for (int kq = 0; kq < 4; ++kq) {
           const uint32_t off = cb * S::kColBlockBytes + kq * 32;
           wgmma_m64n64k16_ss<T>(sacc, wgmma_desc_advance(q_d, off), wgmma_desc_advance(k_desc, off),
-                                cb > 0 || kq > 0);
+                                k > 0 || cb > 4 * g || kq > 0);
         }
       }
     }
@@ -423,7 +446,9 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
 
     // Each warpgroup's first S; later ones are issued at the end of the previous pair.
     if (tiles.begin + wg < tiles.end) {
-      bad |= issue_scores(sacc, wg, uses[wg] & 1, kGroupL, kGroups);
+      // (buffer index as a constant in each branch: the group order depends on it)
+      if (wg == 0) bad |= issue_scores(sacc, 0, uses[0] & 1, 0, kGroups);
+      else bad |= issue_scores(sacc, 1, uses[1] & 1, 0, kGroups);
       wait_scores(sacc);
     }
     for (int u = tiles.begin; u < tiles.end; u += 2) {
@@ -464,14 +489,14 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
           pv_from_smem(o, 1);  // O_L += P1 V1_L
           wgmma_commit();
         }
-        if (next0) bad |= issue_scores(sacc, 0, uses[0] & 1, kGroupL, kGroupR);  // next S0, its landed part
+        if (next0) bad |= issue_scores(sacc, 0, uses[0] & 1, 0, 1);  // next S0: its group L, landed by now
         if (has1) {
           if (next0) wgmma_wait<1>();
           else wgmma_wait<0>();
           release(1, kGroupL);
           release(1, kGroupRope);  // P1 was there
         }
-        if (next0) issue_scores(sacc, 0, uses[0] & 1, kGroupR, kGroups);
+        if (next0) issue_scores(sacc, 0, uses[0] & 1, 1, kGroups);
         wgmma_wait<0>();
         settle_o(o);
         if (next0) wait_scores(sacc);
@@ -510,7 +535,7 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
         release(0, kGroupR);
         release(0, kGroupRope);  // P0 was there
         if (next1) {
-          bad |= issue_scores(sacc, 1, uses[1] & 1, kGroupL, kGroups);
+          bad |= issue_scores(sacc, 1, uses[1] & 1, 0, kGroups);
           wait_scores(sacc);
         }
         m = m1;

@@ -3,10 +3,11 @@
 // Block = 64 query rows (of one sequence's s_q x Hq) x one partition of the KV work
 // (partition_schedule.cuh); 384 threads = three warpgroups:
 //   warpgroup 2 (loader): streams the partition's keys in 64-token tiles (576 wide) into two
-//     shared-memory tile buffers with cp.async, page ids a tile ahead. Each buffer is split into
+//     shared-memory tile buffers with cp.async, page ids a pair ahead. Each buffer is split into
 //     three column groups - L (columns 0-255), R (256-511) and the rope block (512-575) - with a
 //     "full" and an "empty" mbarrier each, because the groups fall free at different times: the
-//     loader refills a group as soon as its last reader is done, not when the whole tile is.
+//     loader refills them in the order they fall free (mla_group_in_order), each as soon as its
+//     last reader is done, not when the whole tile is.
 //   warpgroups 0 and 1 (compute): take the tiles in pairs (t0 in buffer 0, t1 in buffer 1) and
 //     split the work "seesaw" fashion so both do the same amount and one's softmax overlaps the
 //     other's products (the schedule of FlashMLA's Hopper decode kernel):
@@ -24,8 +25,9 @@
 // memory; S reads both operands from there. S is a 64 x 64 product per tile (m64n64k16): with N
 // = 64 every 16-column step reads 2 KiB of Q and 2 KiB of K, the rate the tensor cores consume
 // them (N = 32 read Q twice as often and was bound by shared-memory bandwidth; NOTES item 14).
-// Rows past the sequence's s_q x Hq, keys past kv_len or past a causal row's last key get
-// probability 0; their K/V bytes are zero-filled (0 * garbage must not reach a product).
+// Keys past kv_len or past a causal row's last key get probability 0, and their K/V bytes are
+// zero-filled (0 * garbage must not reach a product); rows past the sequence's s_q x Hq read zero
+// queries and are never stored.
 #pragma once
 
 #include "common/gpu_math.cuh"

@@ -30,6 +30,12 @@ __device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t smem_byte_addr, ui
   return d;
 }
 
+// Byte offset of the 16-byte chunk `chunk` of row `row` in a 128-byte-swizzled matrix (from its
+// 1024-aligned start): rows are 128 bytes, and within each 8-row atom the chunks are XOR-permuted.
+__host__ __device__ __forceinline__ constexpr int sw128_offset(int row, int chunk) {
+  return row * 128 + ((chunk ^ (row % 8)) * 16);
+}
+
 // A descriptor moved by `bytes` (a multiple of 16) within the same swizzled matrix: the start
 // address is the low field, so this is one add (no carry: shared addresses are below 256 KiB).
 __device__ __forceinline__ uint64_t wgmma_desc_advance(uint64_t desc, uint32_t bytes) {

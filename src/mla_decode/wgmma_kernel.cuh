@@ -218,7 +218,7 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
             const int slot = (t * kMlaWgKeys + r) & int(p.page_size - 1);
             const int32_t page = page_ids[h * 128 + tw];
             const int64_t pg = page < 0 ? 0 : page;
-            copy_row_chunk(tile + r * 128 + ((ld_chunk ^ (r % 8)) * 16), S::kColBlockBytes,
+            copy_row_chunk(tile + sw128_offset(r, ld_chunk), S::kColBlockBytes,
                            ckv + pg * p.ckv_page_stride + slot * p.ckv_slot_stride + ld_chunk * 8,
                            kpe + pg * p.kpe_page_stride + slot * p.kpe_slot_stride + ld_chunk * 8,
                            page >= 0, 4 * g, g == kGroupRope ? S::kColBlocks : 4 * g + 4);
@@ -372,7 +372,7 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
 #pragma unroll
     for (int f = 0; f < 16; ++f) {
       const int r = (f % 2) ? r_hi : r_lo, chunk = 2 * (f / 4) + (f % 4) / 2;
-      *reinterpret_cast<uint32_t*>(block + r * 128 + ((chunk ^ (r % 8)) * 16) + (lane % 4) * 4) = pa[f];
+      *reinterpret_cast<uint32_t*>(block + sw128_offset(r, chunk) + (lane % 4) * 4) = pa[f];
     }
     fence_proxy_async_shared();
   };
@@ -406,7 +406,7 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
     for (int r = t / 8; r < kMlaWgRows; r += rows_per_pass) {
       const bool live = row0 + r < rows_per_b;
       const int64_t g = int64_t(b) * rows_per_b + (live ? row0 + r : 0);
-      unsigned char* dst = base + S::kQ + r * 128 + ((ld_chunk ^ (r % 8)) * 16);
+      unsigned char* dst = base + S::kQ + sw128_offset(r, ld_chunk);
       copy_row_chunk(dst, S::kColBlockBytes, q_nope + g * kMlaLatentDim + ld_chunk * 8,
                      q_pe + g * kMlaRopeDim + ld_chunk * 8, live);
     }

@@ -268,8 +268,9 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
   // the tile was out of range (known once its first group has landed).
   auto issue_scores = [&](float (&sacc)[32], int buf, uint32_t parity, int k_begin, int k_end) {
     bool bad = false;
-    // Laundered so the compiler derives the 36 operand descriptors here rather than keeping
-    // them all live across the loop (72 registers: the compute warpgroups then spill).
+    // Laundered so the compiler derives the 36 operand descriptors here rather than possibly
+    // keeping them live across the pair loop (72 registers). Added while chasing spills; ptxas's
+    // spill count did not change with it, and the measured kernel has it.
     uint64_t q_d = q_desc, k_desc = wgmma_desc_sw128(smem_addr(tile_ptr(buf)), 16, 1024);
     asm volatile("" : "+l"(q_d), "+l"(k_desc));
 #pragma unroll

@@ -27,7 +27,7 @@ SCALE = 1.0 / np.sqrt(192.0)  # DeepSeek-V3's: head dim 128 + rope 64 before abs
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("combined", [False, True], ids=["split-cache", "combined-576"])
-@pytest.mark.parametrize("page_size", [1, 16, 64])
+@pytest.mark.parametrize("page_size", [1, 16, 64, 128])  # (>= 64: the Hopper kernel's TMA loads)
 def test_decode_layouts_and_page_sizes(rng, dtype, combined, page_size):
     case = mla_case(rng, kv_lens=[1, 70, 129, 0, 200], s_q=1, num_heads=16, page_size=page_size,
                     dtype=dtype, combined=combined)
@@ -60,10 +60,14 @@ def test_long_context_uses_splits(rng, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_corrupt_page_id_gives_nan_for_its_batch_row(rng, dtype):
-    case = mla_case(rng, kv_lens=[40, 50], s_q=2, num_heads=16, page_size=16, dtype=dtype, combined=False)
+@pytest.mark.parametrize("page_size,bad_id", [(16, -3), (64, -3), (64, 10**6)])
+def test_corrupt_page_id_gives_nan_for_its_batch_row(rng, dtype, page_size, bad_id):
+    # (With pages of >= 64 tokens the Hopper kernel loads by TMA, which must zero-fill, not read,
+    # a page outside the cache.)
+    case = mla_case(rng, kv_lens=[40 * page_size // 16, 50 * page_size // 16], s_q=2, num_heads=16,
+                    page_size=page_size, dtype=dtype, combined=False)
     table = np.array(case.block_tables)
-    table[0, 1] = -3
+    table[0, 1] = bad_id
     case.block_tables = jnp.asarray(table)
     _, lse = check(case, dtype, scale=SCALE, causal=True)
     assert np.all(np.isnan(np.asarray(lse[0]))) and np.all(np.isfinite(np.asarray(lse[1])))

@@ -22,6 +22,14 @@ __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
   asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(smem_addr(bar))
                : "memory");
 }
+// A plain arrival that also tells the barrier to expect `bytes` more from bulk (TMA) copies: its
+// phase completes once the arrivals are in and those bytes have landed.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}\n" ::"r"(
+                   smem_addr(bar)),
+               "r"(bytes)
+               : "memory");
+}
 // An arrival made when all of this thread's earlier cp.async copies have landed (counted in the
 // barrier's expected arrivals: "noinc").
 __device__ __forceinline__ void mbar_arrive_on_cp_async(uint64_t* bar) {

@@ -4,6 +4,7 @@
 //   otherwise (sm_80 and later): the mma.sync kernel with static KV splits (decode_kernel.cuh).
 #include "common/combine_splits.cuh"
 #include "common/gpu_launch.h"
+#include "common/tensor_map_host.h"
 #include "mla_decode/decode_kernel.cuh"
 #include "mla_decode/ffi_binding.h"
 #include "mla_decode/partition_schedule.cuh"
@@ -51,6 +52,35 @@ inline int64_t hopper_workspace_floats(int64_t parts, int64_t batch, int64_t row
   return hopper_schedule_floats(parts, batch) + 2 * parts * rows_per_b * (kMlaLatentDim + 1);
 }
 
+// The TMA loader's maps of the cache (ckv and kpe, each [pages][page_size][width] with the call's
+// strides, boxes of 64 tokens x 64 columns). TMA needs pages of >= 64 tokens (a tile is then one
+// box per column block); false otherwise or if the driver refuses a map.
+template <typename T>
+bool make_tma_maps(const MlaDecodeParams& p, MlaTmaMaps* maps) {
+  if (p.page_size < kMlaTileKeys || p.num_pages < 1) return false;
+  constexpr bool bf16 = std::is_same<T, gpu_bf16>::value;
+  const uint64_t e = sizeof(T);
+  const uint32_t box[3] = {64, uint32_t(kMlaTileKeys), 1};
+  const uint64_t pages = uint64_t(p.num_pages), slots = uint64_t(p.page_size);
+  return encode_tensor_map_3d(&maps->ckv, bf16, p.ckv, {uint64_t(kMlaLatentDim), slots, pages},
+                              {uint64_t(p.ckv_slot_stride) * e, uint64_t(p.ckv_page_stride) * e}, box) &&
+         encode_tensor_map_3d(&maps->kpe, bf16, p.kpe, {uint64_t(kMlaRopeDim), slots, pages},
+                              {uint64_t(p.kpe_slot_stride) * e, uint64_t(p.kpe_page_stride) * e}, box);
+}
+
+template <typename T, bool kTma>
+ffi::Error launch_wgmma(const MlaDecodeParams& p, int row_blocks, int parts, const MlaSchedule& sched,
+                        float* ws_out, float* ws_lse, const MlaTmaMaps& maps, gpuStream_t stream) {
+  auto kernel = mla_wgmma_kernel<T, kTma>;
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           int(MlaWgSmem::kAllocBytes)) != gpuSuccess) {
+    return last_launch_error("mla_wgmma_kernel (shared memory size)");
+  }
+  kernel<<<unsigned(parts * row_blocks), kMlaWgThreads, MlaWgSmem::kAllocBytes, stream>>>(
+      p, page_shift_of(p.page_size), row_blocks, sched, ws_out, ws_lse, maps);
+  return last_launch_error("mla_wgmma_kernel");
+}
+
 template <typename T>
 ffi::Error launch_hopper(const MlaDecodeParams& p, float* ws, int64_t ws_floats, gpuStream_t stream) {
   const int64_t rows_per_b = p.s_q * p.num_heads;
@@ -65,14 +95,12 @@ ffi::Error launch_hopper(const MlaDecodeParams& p, float* ws, int64_t ws_floats,
 
   mla_schedule_kernel<<<1, kMlaScheduleThreads, 0, stream>>>(p, parts, sched);
   JP_RETURN_IF_ERROR(last_launch_error("mla_schedule_kernel"));
-  auto kernel = mla_wgmma_kernel<T>;
-  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           int(MlaWgSmem::kAllocBytes)) != gpuSuccess) {
-    return last_launch_error("mla_wgmma_kernel (shared memory size)");
+  MlaTmaMaps maps{};
+  if (make_tma_maps<T>(p, &maps)) {
+    JP_RETURN_IF_ERROR((launch_wgmma<T, true>(p, int(row_blocks), parts, sched, ws_out, ws_lse, maps, stream)));
+  } else {
+    JP_RETURN_IF_ERROR((launch_wgmma<T, false>(p, int(row_blocks), parts, sched, ws_out, ws_lse, maps, stream)));
   }
-  kernel<<<unsigned(parts * row_blocks), kMlaWgThreads, MlaWgSmem::kAllocBytes, stream>>>(
-      p, page_shift_of(p.page_size), int(row_blocks), sched, ws_out, ws_lse);
-  JP_RETURN_IF_ERROR(last_launch_error("mla_wgmma_kernel"));
   const int64_t merge_blocks = p.batch * ((rows_per_b + kMlaMergeRows - 1) / kMlaMergeRows);
   const dim3 merge_grid(unsigned(merge_blocks), kMlaMergeQuarters);
   mla_merge_pieces_kernel<T><<<merge_grid, kMlaMergeThreads, 0, stream>>>(p, sched, ws_out, ws_lse);
@@ -89,7 +117,7 @@ inline bool use_hopper_path() {
     int major = 0;
     cudaFuncAttributes attr{};
     const bool ok = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == gpuSuccess &&
-                    cudaFuncGetAttributes(&attr, mla_wgmma_kernel<gpu_bf16>) == gpuSuccess;
+                    cudaFuncGetAttributes(&attr, mla_wgmma_kernel<gpu_bf16, false>) == gpuSuccess;
     cached[device] = ok && major == 9 && attr.binaryVersion == 90 ? 1 : 2;
   }
   return cached[device] == 1;

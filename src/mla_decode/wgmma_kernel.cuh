@@ -3,7 +3,9 @@
 // Block = 64 query rows (of one sequence's s_q x Hq) x one partition of the KV work
 // (partition_schedule.cuh); 384 threads = three warpgroups:
 //   warpgroup 2 (loader): streams the partition's keys in 64-token tiles (576 wide) into two
-//     shared-memory tile buffers with cp.async, page ids a pair ahead. Each buffer is split into
+//     shared-memory tile buffers, page ids a pair ahead: with pages of >= 64 tokens one thread
+//     issues a TMA box per 64-column block (kTma), else 128 threads issue 16-byte cp.async
+//     copies (a small page's tile gathers rows from several pages). Each buffer is split into
 //     three column groups - L (columns 0-255), R (256-511) and the rope block (512-575) - with a
 //     "full" and an "empty" mbarrier each, because the groups fall free at different times: the
 //     loader refills them in the order they fall free (mla_group_in_order), each as soon as its
@@ -34,6 +36,7 @@
 #include "common/masking.h"
 #include "common/mbarrier_sm90.cuh"
 #include "common/mma_sm80.cuh"
+#include "common/tma_sm90.cuh"
 #include "common/wgmma_sm90.cuh"
 #include "mla_decode/params.h"
 #include "mla_decode/partition_schedule.cuh"
@@ -45,13 +48,23 @@ constexpr int kMlaWgRows = 64;              // query rows per block: the wgmma M
 constexpr int kMlaWgKeys = kMlaTileKeys;    // cache tokens per tile (the schedule's unit)
 // Registers per thread after the loader hands its share over. The block starts with 168 per
 // thread (65536 / 384, rounded down to a multiple of 8); a warpgroup that asks for more than the
-// others gave back waits forever, so the new budgets must fit in the same 3 x 168. The loader
-// needs 56 to issue its copies fully unrolled (at 40 it spilled or, with loops kept rolled, became
-// instruction-bound and starved the compute warpgroups: NOTES item 22).
-constexpr int kMlaWgComputeRegs = 224;
-constexpr int kMlaWgLoaderRegs = 56;
-static_assert(2 * kMlaWgComputeRegs + kMlaWgLoaderRegs <= 3 * (65536 / kMlaWgThreads / 8 * 8),
-              "register budgets exceed the block's registers");
+// others gave back waits forever, so the new budgets must fit in the same 3 x 168. The cp.async
+// loader needs 56 to issue its copies fully unrolled (at 40 it spilled or, with loops kept
+// rolled, became instruction-bound and starved the compute warpgroups: NOTES item 22); the TMA
+// loader is one thread with a handful of values.
+template <bool kTma>
+struct MlaWgRegs {
+  static constexpr int kCompute = kTma ? 232 : 224;
+  static constexpr int kLoader = kTma ? 32 : 56;
+  static_assert(2 * kCompute + kLoader <= 3 * (65536 / kMlaWgThreads / 8 * 8),
+                "register budgets exceed the block's registers");
+};
+
+// The copy engine's maps of the cache (tensor_map_host.h), for the TMA loader: ckv as
+// [pages][page_size][512] and kpe as [pages][page_size][64], boxes of 64 tokens x 64 columns.
+struct MlaTmaMaps {
+  CUtensorMap ckv, kpe;
+};
 
 // Column groups of a tile buffer, each with its own full/empty barrier pair.
 enum MlaColGroup : int { kGroupL = 0, kGroupR = 1, kGroupRope = 2, kGroups = 3 };
@@ -113,10 +126,13 @@ __device__ __forceinline__ void copy_row_chunk(unsigned char* dst, int block_byt
   }
 }
 
-template <typename T>
+// kTma: the loader is one thread issuing a TMA box per column block (pages of >= 64 tokens: a
+// tile is a 64-row slice of one page); otherwise 128 threads issue 16-byte cp.async copies.
+template <typename T, bool kTma>
 __global__ void __launch_bounds__(kMlaWgThreads, 1)
     mla_wgmma_kernel(const MlaDecodeParams p, int page_shift, int row_blocks, const MlaSchedule s,
-                     float* __restrict__ ws_out, float* __restrict__ ws_lse) {
+                     float* __restrict__ ws_out, float* __restrict__ ws_lse,
+                     const __grid_constant__ MlaTmaMaps maps) {
 #if defined(JP_HAVE_WGMMA)
   using S = MlaWgSmem;
   extern __shared__ unsigned char smem_raw[];
@@ -146,9 +162,13 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
 
   if (tid == 0) {
     for (int i = 0; i < 2 * kGroups; ++i) {
-      mbar_init(&full[i], 2 * 128);  // each loader thread: its copies landed + a plain arrival
-      mbar_init(&empty[i], 4);       // each warp of the one warpgroup that reads the group last
+      // cp.async: each loader thread's copies landed + a plain arrival from it; TMA: the one
+      // thread's arrival, which also names the bytes to wait for.
+      mbar_init(&full[i], kTma ? 1 : 2 * 128);
+      mbar_init(&empty[i], 4);  // each warp of the one warpgroup that reads the group last
     }
+    for (int i = 0; i < 8; ++i) sBadPage[i] = 0;  // (the TMA loader writes only each buffer's first)
+    fence_proxy_async_shared();  // the barriers, for the copy engine's arrivals
   }
   __syncthreads();
 
@@ -157,7 +177,57 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
 
   if (wg == 2) {
     // ---------------------------------------------------------------- loader warpgroup
-    warpgroup_regs_shrink<kMlaWgLoaderRegs>();
+    warpgroup_regs_shrink<MlaWgRegs<kTma>::kLoader>();
+    if constexpr (kTma) {
+      if (tw != 0) return;
+      tma_prefetch_map(&maps.ckv);
+      tma_prefetch_map(&maps.kpe);
+      int uses0 = 0, uses1 = 0;  // tiles loaded into each buffer so far (all sequences)
+      for (int b = first_b; b <= last_b; ++b) {
+        const int kv_len = int(clamp_kv_len(p.kv_lens[b], capacity));
+        const TileSpan tiles = tile_range(b, kv_len);
+        const int32_t* table = p.block_tables + int64_t(b) * p.max_pages;
+        // A tile's page id (its 64 tokens share a page), read a pair ahead. An out-of-range id
+        // is passed on as it is: the engine zero-fills a box outside the map, and the flag
+        // makes the sequence's output NaN.
+        auto page_of = [&](int tile) { return table[(tile * kMlaWgKeys) >> page_shift]; };
+        int32_t pg0 = tiles.begin < tiles.end ? page_of(tiles.begin) : 0;
+        int32_t pg1 = tiles.begin + 1 < tiles.end ? page_of(tiles.begin + 1) : 0;
+        for (int u = tiles.begin; u < tiles.end; u += 2) {
+          const bool has1 = u + 1 < tiles.end;
+          const uint32_t parity0 = (uses0 & 1) ^ 1, parity1 = (uses1 & 1) ^ 1;
+          ++uses0;
+          if (has1) ++uses1;
+#pragma unroll
+          for (int step = 0; step < 2 * kGroups; ++step) {  // release order, as below
+            constexpr int kBuf[6] = {0, 1, 0, 0, 1, 1};
+            constexpr int kOrder[6] = {0, 0, 1, 2, 1, 2};
+            const int buf = kBuf[step], g = mla_group_in_order(buf, kOrder[step]);
+            if (buf == 1 && !has1) continue;
+            const int t = u + buf;
+            const int32_t page = buf ? pg1 : pg0;
+            unsigned char* tile = base + S::kTile0 + buf * S::kTileBytes;
+            uint64_t* bar = &full[buf * kGroups + g];
+            mbar_wait(&empty[buf * kGroups + g], buf ? parity1 : parity0);
+            if (kOrder[step] == 0) sBadPage[buf * 4] = page < 0 || page >= p.num_pages ? 1 : 0;
+            const int slot = (t * kMlaWgKeys) & int(p.page_size - 1);
+            if (g == kGroupRope) {
+              mbar_arrive_expect_tx(bar, S::kColBlockBytes);
+              tma_load_3d(tile + 8 * S::kColBlockBytes, &maps.kpe, 0, slot, page, bar);
+            } else {
+              mbar_arrive_expect_tx(bar, 4 * S::kColBlockBytes);
+#pragma unroll
+              for (int cb = 4 * g; cb < 4 * g + 4; ++cb) {
+                tma_load_3d(tile + cb * S::kColBlockBytes, &maps.ckv, cb * 64, slot, page, bar);
+              }
+            }
+          }
+          if (u + 2 < tiles.end) pg0 = page_of(u + 2);
+          if (u + 3 < tiles.end) pg1 = page_of(u + 3);
+        }
+      }
+      return;
+    }
     const T* ckv = static_cast<const T*>(p.ckv);
     const T* kpe = static_cast<const T*>(p.kpe);
     const int kv_row = tw / 8;  // tokens kv_row + 16 h (h < 4) of a tile
@@ -237,13 +307,14 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
   }
 
   // ------------------------------------------------------------------ compute warpgroups
-  warpgroup_regs_grow<kMlaWgComputeRegs>();
+  warpgroup_regs_grow<MlaWgRegs<kTma>::kCompute>();
   constexpr int kComputeThreads = 256;
   // Named barriers between the two compute warpgroups (0 is __syncthreads).
   constexpr int kBarM0 = 1;       // WG0 published m0
   constexpr int kBarP1 = 2;       // WG1 published m1 and stored P1
   constexpr int kBarP0 = 3;       // WG0 stored P0 (brought to m1)
   constexpr int kBarCompute = 4;  // both, at sequence boundaries
+  constexpr int kBarOwn = 5;      // + wg: this warpgroup alone
   const uint64_t q_desc = wgmma_desc_sw128(smem_addr(base + S::kQ), 16, 1024);
   const float qk_scale = p.scale * kLog2e;
   // This thread's two rows in the accumulator layout (the same in both warpgroups).
@@ -395,6 +466,23 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
       for (int j = 0; j < 128; ++j) o[j] *= (j % 4) < 2 ? c.lo : c.hi;
     }
   };
+  // A TMA tile is whole pages, so in a sequence's last tile the rows past kv_len hold whatever
+  // the page holds there (maybe NaN, and 0 * NaN is NaN): this warpgroup zeroes those rows of its
+  // V half before its product reads them. (Their scores are masked by value, so K may keep them;
+  // cp.async tiles are zero-filled already.) Only the warpgroup itself reads its half as V.
+  auto zero_v_tail = [&](int buf, int tile, int kv_len) {
+    if constexpr (kTma) {
+      const int first = kv_len - tile * kMlaWgKeys;  // >= 1: the tile starts before kv_len
+      if (first >= kMlaWgKeys) return;
+      unsigned char* half = tile_ptr(buf) + 4 * wg * S::kColBlockBytes;
+      for (int c = tw; c < (kMlaWgKeys - first) * 32; c += 128) {  // (row, column block, 16 bytes)
+        const int row = first + c / 32, cb = (c / 8) % 4, chunk = c % 8;
+        *reinterpret_cast<int4*>(half + cb * S::kColBlockBytes + row * 128 + chunk * 16) = make_int4(0, 0, 0, 0);
+      }
+      fence_proxy_async_shared();
+      named_barrier_sync(kBarOwn + wg, 128);
+    }
+  };
   auto settle_o = [&](float (&o)[128]) {
 #pragma unroll
     for (int i = 0; i < 128; ++i) reg_fence(o[i]);
@@ -469,6 +557,7 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
         scale_o(o, c);
 #pragma unroll
         for (int i = 0; i < 16; ++i) reg_fence(pa[i]);
+        zero_v_tail(0, u, kv_len);
         wgmma_fence();
         pv_from_regs(o, pa, 0);  // O_L += P0 V0_L
         wgmma_commit();
@@ -488,6 +577,7 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
         l = {l.lo * c1.lo, l.hi * c1.hi};
         scale_o(o, c1);
         if (has1) {
+          zero_v_tail(1, u + 1, kv_len);  // (warpgroup 1's S1 is done with it)
           wgmma_fence();
           pv_from_smem(o, 1);  // O_L += P1 V1_L
           wgmma_commit();
@@ -500,9 +590,8 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
           release(1, kGroupRope);  // P1 was there
         }
         if (next0) issue_scores(sacc, 0, uses[0] & 1, 1, kGroups);
-        wgmma_wait<0>();
+        wait_scores(sacc);  // (waits for all: the next S0 and P1 V1_L)
         settle_o(o);
-        if (next0) wait_scores(sacc);
         m = m1;
       } else {
         MlaRowPair mx{-INFINITY, -INFINITY};
@@ -521,11 +610,13 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
         if (has1) {
 #pragma unroll
           for (int i = 0; i < 16; ++i) reg_fence(pa[i]);
+          zero_v_tail(1, u + 1, kv_len);
           wgmma_fence();
           pv_from_regs(o, pa, 1);  // O_R += P1 V1_R
           wgmma_commit();
         }
         named_barrier_sync(kBarP0, kComputeThreads);  // warpgroup 0 stored P0 at m1
+        zero_v_tail(0, u, kv_len);                    // (warpgroup 0's S0 is done with it)
         wgmma_fence();
         pv_from_smem(o, 0);  // O_R += P0 V0_R
         wgmma_commit();

@@ -81,6 +81,16 @@ ffi::Error launch_wgmma(const MlaDecodeParams& p, int row_blocks, int parts, con
   return last_launch_error("mla_wgmma_kernel");
 }
 
+template <typename T, int Split>
+ffi::Error launch_merge(const MlaDecodeParams& p, const MlaSchedule& sched, const float* ws_out,
+                        const float* ws_lse, gpuStream_t stream) {
+  constexpr int rows = mla_merge_rows(Split);
+  const int64_t rows_per_b = p.s_q * p.num_heads;
+  const dim3 grid(unsigned(p.batch * ((rows_per_b + rows - 1) / rows)), kMlaMergeQuarters);
+  mla_merge_pieces_kernel<T, Split><<<grid, kMlaMergeThreads, 0, stream>>>(p, sched, ws_out, ws_lse);
+  return last_launch_error("mla_merge_pieces_kernel");
+}
+
 template <typename T>
 ffi::Error launch_hopper(const MlaDecodeParams& p, float* ws, int64_t ws_floats, gpuStream_t stream) {
   const int64_t rows_per_b = p.s_q * p.num_heads;
@@ -101,10 +111,8 @@ ffi::Error launch_hopper(const MlaDecodeParams& p, float* ws, int64_t ws_floats,
   } else {
     JP_RETURN_IF_ERROR((launch_wgmma<T, false>(p, int(row_blocks), parts, sched, ws_out, ws_lse, maps, stream)));
   }
-  const int64_t merge_blocks = p.batch * ((rows_per_b + kMlaMergeRows - 1) / kMlaMergeRows);
-  const dim3 merge_grid(unsigned(merge_blocks), kMlaMergeQuarters);
-  mla_merge_pieces_kernel<T><<<merge_grid, kMlaMergeThreads, 0, stream>>>(p, sched, ws_out, ws_lse);
-  return last_launch_error("mla_merge_pieces_kernel");
+  if (mla_merge_split(p.batch, parts) == 4) return launch_merge<T, 4>(p, sched, ws_out, ws_lse, stream);
+  return launch_merge<T, 1>(p, sched, ws_out, ws_lse, stream);
 }
 
 // True when the current device is a Hopper and this build carries the sm_90a kernel image

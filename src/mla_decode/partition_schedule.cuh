@@ -142,26 +142,34 @@ __global__ void __launch_bounds__(kMlaScheduleThreads)
   }
 }
 
-// Finishes cut sequences: one warp per (output row, 128-column quarter) merges the pieces' partial
-// outputs by their lse (weights exp(lse_k - max)); uncut sequences return at once. A NaN lse (a
-// corrupt page id seen by that piece) makes the row NaN. Grid: (batch x row groups, 4 quarters),
-// so even one sequence's merge (B = 1, up to 160 pieces) is spread over many warps.
+// Finishes cut sequences: merges the pieces' partial outputs of a row by their lse (weights
+// exp(lse_k - max)); uncut sequences return at once. A NaN lse (a corrupt page id seen by that
+// piece) makes the row NaN. A block takes mla_merge_rows(Split) rows x one 128-column quarter;
+// each row's pieces are dealt over Split warps (piece k to warp k % Split), whose sums meet in
+// shared memory. Split = 4 where sequences are cut into many pieces (a small batch: B = 1 at 32k
+// tokens has ~66 per row, and one warp per row walking them all kept only 64 blocks' worth of
+// loads in flight: 1 TB/s, 18 us), else 1 (a few pieces per row: more warps would each redo the
+// weights for little; NOTES item 24).
 constexpr int kMlaMergeThreads = 256;
-constexpr int kMlaMergeRows = kMlaMergeThreads / 32;
 constexpr int kMlaMergeQuarters = 4;
+__host__ __device__ constexpr int mla_merge_rows(int split) { return kMlaMergeThreads / 32 / split; }
+// The split for a call: 4 when each sequence spans about 4 or more partitions.
+inline int mla_merge_split(int64_t batch, int parts) { return 4 * batch <= parts ? 4 : 1; }
 
-template <typename T>
+template <typename T, int Split>
 __global__ void __launch_bounds__(kMlaMergeThreads)
     mla_merge_pieces_kernel(const MlaDecodeParams p, const MlaSchedule s, const float* __restrict__ ws_out,
                             const float* __restrict__ ws_lse) {
   const int64_t rows_per_b = p.s_q * p.num_heads;
-  const int64_t blocks_per_b = (rows_per_b + kMlaMergeRows - 1) / kMlaMergeRows;
+  constexpr int kRows = mla_merge_rows(Split);
+  const int64_t blocks_per_b = (rows_per_b + kRows - 1) / kRows;
   const int64_t b = blockIdx.x / blocks_per_b;
   const int pieces = s.seq_pieces[b];
   if (pieces <= 1) return;
-  const int lane = threadIdx.x % 32;
-  const int64_t r = (blockIdx.x % blocks_per_b) * kMlaMergeRows + threadIdx.x / 32;
-  if (r >= rows_per_b) return;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int row_in_block = warp / Split, share = warp % Split;
+  const int64_t r = (blockIdx.x % blocks_per_b) * kRows + row_in_block;
+  const bool live = r < rows_per_b;  // (no early return: the block meets at a barrier below)
   const int col = blockIdx.y * (kMlaLatentDim / kMlaMergeQuarters) + 4 * lane;
   const int first = s.seq_first_part[b];
   // Each lane first holds the slots and weights of pieces lane, lane + 32, ...; the column loop
@@ -175,7 +183,7 @@ __global__ void __launch_bounds__(kMlaMergeThreads)
   for (int i = 0; i < kPerLane; ++i) {
     const int k = lane + 32 * i;
     slot[i] = k < pieces ? mla_piece_slot(s, first + k, int(b)) : 0;
-    w[i] = k < pieces ? ws_lse[slot[i] * rows_per_b + r] : -INFINITY;
+    w[i] = k < pieces && live ? ws_lse[slot[i] * rows_per_b + r] : -INFINITY;
     nan |= isnan(w[i]);
     m = fmaxf(m, w[i]);
   }
@@ -195,14 +203,14 @@ __global__ void __launch_bounds__(kMlaMergeThreads)
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) {
-    const int n = min(32, pieces - 32 * i);
+    const int n = live ? min(32, pieces - 32 * i) : 0;
     const float wi = w[i];
     const int si = slot[i];
-    // A counted loop, not a break out of a 32-step one: unrolled, its loads are all issued
-    // before the first is used (with the break each load waited for the previous one's data,
-    // which held the merge of B = 1, ctx 32k to 1 TB/s).
+    // This warp's pieces of the chunk (32 is a multiple of the split, so piece 32 i + j is this
+    // warp's when j is). A counted loop: unrolled, its loads are all issued before the first is
+    // used.
 #pragma unroll 8
-    for (int j = 0; j < n; ++j) {  // an empty piece has weight 0 and a zero partial output
+    for (int j = share; j < n; j += Split) {  // an empty piece: weight 0, output 0
       const float wj = JP_SHFL(wi, j);
       const int sj = JP_SHFL(si, j);
       const float4 v = *reinterpret_cast<const float4*>(ws_out + (sj * rows_per_b + r) * kMlaLatentDim + col);
@@ -212,6 +220,21 @@ __global__ void __launch_bounds__(kMlaMergeThreads)
       acc.w += wj * v.w;
     }
   }
+  if constexpr (Split > 1) {  // the row's other warps hand their sums to its first warp
+    __shared__ float4 partial[kRows][Split - 1][32];
+    if (share > 0) partial[row_in_block][share - 1][lane] = acc;
+    __syncthreads();
+    if (share > 0) return;
+#pragma unroll
+    for (int k = 0; k < Split - 1; ++k) {
+      const float4 v = partial[row_in_block][k][lane];
+      acc.x += v.x;
+      acc.y += v.y;
+      acc.z += v.z;
+      acc.w += v.w;
+    }
+  }
+  if (!live) return;
   const float inv = sum > 0.f ? 1.f / sum : 0.f;
   const int64_t row = b * rows_per_b + r;
   T* out = static_cast<T*>(p.out) + row * kMlaLatentDim + col;

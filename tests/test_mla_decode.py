@@ -115,3 +115,20 @@ def test_equal_lengths_with_a_corrupt_page(rng, dtype, batch, length):
     _, lse = check(case, dtype, scale=SCALE)
     lse = np.asarray(lse)
     assert np.all(np.isnan(lse[7])) and np.all(np.isfinite(np.delete(lse, 7, axis=0)))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_one_jitted_call_on_new_buffers(rng, dtype):
+    # A serving loop calls one compiled step with new arrays each time. On Hopper the call's copy
+    # engine maps (TMA, pages >= 64) hold the cache's address, and XLA may replay the op from a
+    # captured command buffer: each call must still read the cache it was given.
+    # (same shapes, so one executable serves all four calls)
+    cases = [mla_case(rng, kv_lens=[100, 300, 64], s_q=1, num_heads=16, page_size=64, dtype=dtype,
+                      combined=True) for _ in range(2)]
+    step = jax.jit(functools.partial(jaxpaged.mla_decode, scale=SCALE))
+    for case in cases + cases:
+        args = case.args()
+        out, lse = step(*args)
+        ref_out, ref_lse = reference.mla_decode(*args, scale=SCALE)
+        assert_close(out, ref_out, dtype, "out")
+        assert_close(lse, ref_lse, dtype, "lse")

@@ -1,7 +1,7 @@
 // Host side of TMA copies: encodes a CUtensorMap (the copy engine's description of a tensor in
 // global memory) through the driver, reached with cudaGetDriverEntryPointByVersion so the
-// extension needs no link against libcuda. Cheap enough (a few microseconds) to redo per call,
-// which keeps calls graph-safe: a captured call bakes in the map of the buffers it was given.
+// extension needs no link against libcuda. Encoding is host arithmetic (no GPU work), so it is
+// redone per call: a captured call bakes in the map of the buffers it was given.
 #pragma once
 
 #include <cuda.h>

@@ -149,7 +149,7 @@ __global__ void __launch_bounds__(kMlaScheduleThreads)
 // shared memory. Split = 4 where sequences are cut into many pieces (a small batch: B = 1 at 32k
 // tokens has ~66 per row, and one warp per row walking them all kept only 64 blocks' worth of
 // loads in flight: 1 TB/s, 18 us), else 1 (a few pieces per row: more warps would each redo the
-// weights for little; NOTES item 24).
+// weights for little; NOTES item 25).
 constexpr int kMlaMergeThreads = 256;
 constexpr int kMlaMergeQuarters = 4;
 __host__ __device__ constexpr int mla_merge_rows(int split) { return kMlaMergeThreads / 32 / split; }

@@ -96,6 +96,26 @@ def test_one_long_sequence_all_heads_speculative(rng, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("num_heads,s_q", [(128, 1), (64, 2)])
+def test_two_row_blocks_uneven_lengths_and_a_corrupt_page(rng, dtype, num_heads, s_q):
+    # 128 query rows per sequence with pages of >= 64 tokens: on Hopper two 64-row blocks walk
+    # each span's tiles (TMA loads). Uneven lengths make spans of several sequences and pieces;
+    # one corrupt page id must poison only its own sequence, in both row blocks.
+    lens = rng.integers(1, 1500, size=16)
+    lens[[2, 9]] = 0
+    lens[5] = 1000  # (past page 1, which is corrupt)
+    case = mla_case(rng, kv_lens=[int(x) for x in lens], s_q=s_q, num_heads=num_heads, page_size=64,
+                    dtype=dtype, combined=s_q == 1)
+    table = np.array(case.block_tables)
+    table[5, 1] = -7
+    case.block_tables = jnp.asarray(table)
+    out, lse = check(case, dtype, scale=SCALE, causal=s_q > 1)
+    lse = np.asarray(lse)
+    assert np.all(np.isnan(lse[5])) and np.all(np.isfinite(np.delete(lse, [2, 5, 9], axis=0)))
+    assert np.all(lse[[2, 9]] == -np.inf) and np.all(np.asarray(out[2], np.float32) == 0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_more_sequences_than_scheduler_threads(rng, dtype):
     lens = rng.integers(0, 200, size=300)
     case = mla_case(rng, kv_lens=[int(x) for x in lens], s_q=1, num_heads=16, page_size=16, dtype=dtype,

@@ -17,8 +17,10 @@
 //       WG1: S1 = Q K1^T; m1 = max(m0, rowmax S1); P1 = exp(S1 - m1); O_R += P1 V1_R
 //       WG0: P0 brought to m1 for WG1; O_L to m1; O_L += P1 V1_L    (P1 read from shared memory)
 //       WG1: O_R += P0 V0_R                                          (P0 read from shared memory)
-//     and each issues the S of its next tile right behind its last product of the pair, so the
-//     tensor cores have queued work while the warpgroups do softmax. A tile's P is written over
+//     and each issues the S of its next tile once its last product of the pair is done and its
+//     groups are handed back (WG0 blocking on the next S0's refills before releasing buffer 1's
+//     L and rope held up WG1's next S1; NOTES item 27), so the tensor cores have queued work
+//     while the warpgroups do softmax. A tile's P is written over
 //     its rope block (only S reads it). Each compute warpgroup keeps its 256 output columns in
 //     registers (128 floats per thread).
 // Tiles are stored with the 128-byte swizzle, so each is at once the K operand (K-major) of
@@ -581,17 +583,15 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
           wgmma_fence();
           pv_from_smem(o, 1);  // O_L += P1 V1_L
           wgmma_commit();
-        }
-        if (next0) bad |= issue_scores(sacc, 0, uses[0] & 1, 0, 1);  // next S0: its group L, landed by now
-        if (has1) {
-          if (next0) wgmma_wait<1>();
-          else wgmma_wait<0>();
+          // Buffer 1's L and rope go back to the loader before this warpgroup may block on the
+          // next S0's refills: warpgroup 1's next S1 waits on them.
+          wgmma_wait<0>();
+          settle_o(o);
           release(1, kGroupL);
           release(1, kGroupRope);  // P1 was there
         }
-        if (next0) issue_scores(sacc, 0, uses[0] & 1, 1, kGroups);
-        wait_scores(sacc);  // (waits for all: the next S0 and P1 V1_L)
-        settle_o(o);
+        if (next0) bad |= issue_scores(sacc, 0, uses[0] & 1, 0, kGroups);
+        wait_scores(sacc);
         m = m1;
       } else {
         MlaRowPair mx{-INFINITY, -INFINITY};

@@ -335,11 +335,11 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
     __syncwarp();
     if (lane == 0) mbar_arrive(&empty[buf * kGroups + g]);
   };
-  // Issues (does not wait for) S (+)= Q K^T over the k_begin-th to (k_end - 1)-th column groups
-  // of the tile in buffer buf, in the order they are refilled (mla_group_in_order), each once it
-  // has landed: 64 x 64 scores, 4 wgmma m64n64k16 per column block. Returns whether a page id of
-  // the tile was out of range (known once its first group has landed).
-  auto issue_scores = [&](float (&sacc)[32], int buf, uint32_t parity, int k_begin, int k_end) {
+  // Issues (does not wait for) S = Q K^T over the column groups of the tile in buffer buf, in the
+  // order they are refilled (mla_group_in_order), each once it has landed: 64 x 64 scores, 4 wgmma
+  // m64n64k16 per column block. Returns whether a page id of the tile was out of range (known once
+  // its first group has landed).
+  auto issue_scores = [&](float (&sacc)[32], int buf, uint32_t parity) {
     bool bad = false;
     // Laundered so the compiler derives the 36 operand descriptors here rather than possibly
     // keeping them live across the pair loop (72 registers). Added while chasing spills; ptxas's
@@ -347,13 +347,13 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
     uint64_t q_d = q_desc, k_desc = wgmma_desc_sw128(smem_addr(tile_ptr(buf)), 16, 1024);
     asm volatile("" : "+l"(q_d), "+l"(k_desc));
 #pragma unroll
-    for (int k = k_begin; k < k_end; ++k) {
+    for (int k = 0; k < kGroups; ++k) {
       const int g = mla_group_in_order(buf, k);
       mbar_wait(&full[buf * kGroups + g], parity);
       fence_proxy_async_shared();  // the landed bytes, for wgmma's async-proxy reads
       if (k == 0) bad = tile_bad(buf);
       const int cb_end = g == kGroupRope ? S::kColBlocks : 4 * g + 4;
-      if (k == k_begin) wgmma_fence();
+      if (k == 0) wgmma_fence();
 #pragma unroll
       for (int cb = 4 * g; cb < cb_end; ++cb) {
 #pragma unroll
@@ -540,8 +540,8 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
     // Each warpgroup's first S; later ones are issued at the end of the previous pair.
     if (tiles.begin + wg < tiles.end) {
       // (buffer index as a constant in each branch: the group order depends on it)
-      if (wg == 0) bad |= issue_scores(sacc, 0, uses[0] & 1, 0, kGroups);
-      else bad |= issue_scores(sacc, 1, uses[1] & 1, 0, kGroups);
+      if (wg == 0) bad |= issue_scores(sacc, 0, uses[0] & 1);
+      else bad |= issue_scores(sacc, 1, uses[1] & 1);
       wait_scores(sacc);
     }
     for (int u = tiles.begin; u < tiles.end; u += 2) {
@@ -590,7 +590,7 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
           release(1, kGroupL);
           release(1, kGroupRope);  // P1 was there
         }
-        if (next0) bad |= issue_scores(sacc, 0, uses[0] & 1, 0, kGroups);
+        if (next0) bad |= issue_scores(sacc, 0, uses[0] & 1);
         wait_scores(sacc);
         m = m1;
       } else {
@@ -629,7 +629,7 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
         release(0, kGroupR);
         release(0, kGroupRope);  // P0 was there
         if (next1) {
-          bad |= issue_scores(sacc, 1, uses[1] & 1, 0, kGroups);
+          bad |= issue_scores(sacc, 1, uses[1] & 1);
           wait_scores(sacc);
         }
         m = m1;

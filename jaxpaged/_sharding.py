@@ -1,10 +1,11 @@
-"""Sharding rules: how an op runs when jit partitions its operands over a device mesh.
+"""Sharding machinery: how an op runs when jit partitions its operands over a device mesh. Each
+op's own rule (which dims may be split) is its spec's `sharding_rule`, in the op's module.
 
 Each op has an outer primitive (shape rule, batching rule; what users bind) and an inner one
-(the FFI lowerings). The outer one lowers through `custom_partitioning` to the inner one, so the
-partitioner can run the op on each device's shard instead of gathering whole operands first. On
-one device the outer call lowers straight to the inner FFI call (the same HLO as without these
-rules); inside `shard_map`, custom_partitioning itself inlines it.
+(the FFI lowerings; jaxpaged/_spec.py). The outer one lowers through `custom_partitioning` to the
+inner one, so the partitioner can run the op on each device's shard instead of gathering whole
+operands first. On one device the outer call lowers straight to the inner FFI call (the same HLO
+as without these rules); inside `shard_map`, custom_partitioning itself inlines it.
 
 What may be sharded (everything else is replicated before the call):
 - query heads with their KV heads (tensor parallelism): paged_attention shards q's head axis in
@@ -29,7 +30,7 @@ from jax.interpreters import mlir
 from jax.sharding import NamedSharding, PartitionSpec
 
 
-def register_partitioned_lowering(outer: Primitive, inner: Primitive, rule) -> None:
+def register_partitioned_lowering(outer: Primitive, inner: Primitive, rule, local_operands) -> None:
     """Lowers `outer` to `inner` through custom_partitioning, on every platform.
 
     rule(avals_in, params) -> (sharding_rule string, factor sizes, factors that stay whole, plan)
@@ -37,6 +38,7 @@ def register_partitioned_lowering(outer: Primitive, inner: Primitive, rule) -> N
     spec_of(i, dim) is the mesh axis (or None) of operand i's dim in the partitioner's proposal,
     fits(axis, n) whether that axis splits n evenly (an axis that does not is not used: the
     dimension is computed whole instead of in uneven or padded pieces).
+    local_operands(operands, params) -> the operands the inner op gets on one device, from its shards.
     """
 
     def lowering(ctx, *args, **params):
@@ -71,7 +73,7 @@ def register_partitioned_lowering(outer: Primitive, inner: Primitive, rule) -> N
             in_shardings, out_shardings = run(mesh, arg_shapes)
 
             def local(*operands):
-                return tuple(inner.bind(*_fit_local(operands, params), **params))
+                return tuple(inner.bind(*local_operands(operands, params), **params))
             return mesh, local, tuple(out_shardings), tuple(in_shardings)
 
         # Shardy wants special factors in the order the rule first names them.
@@ -99,57 +101,3 @@ def _partitioned(ctx) -> bool:
     axis_context = ctx.module_context.axis_context
     devices = getattr(axis_context, "device_assignment", None)
     return (devices is not None and len(devices) > 1) or hasattr(axis_context, "manual_axes")
-
-
-def _fit_local(operands, params):
-    """Per-device operands as the inner op expects them. Pure-decode paged attention ignores the
-    values of cu_q_lens but checks its shape [S + 1]: a device holding S / n sequences gets the
-    first S / n + 1 entries of the (whole) array."""
-    if params.get("decode_only"):
-        q, k, v, kv_lens, tables, cu = operands
-        return (q, k, v, kv_lens, tables, cu[:kv_lens.shape[0] + 1])
-    return operands
-
-
-def paged_attention_rule(avals_in, params):
-    """Factors: t tokens (= sequences b in pure decode), k KV heads, g heads per KV head."""
-    q, k_cache = avals_in[0], avals_in[1]
-    nhd = params["kv_layout"] == 0
-    num_kv_heads = k_cache.shape[2] if nhd else k_cache.shape[1]
-    group = q.shape[1] // num_kv_heads
-    decode = params["decode_only"]
-    b = "t" if decode else "b"
-    cache = "p s k d" if nhd else "p k s d"
-    rule = f"t (k g) d, {cache}, {cache}, {b}, {b} m, c -> t (k g) d, t (k g)"
-    whole = ["g", "p", "s", "d", "m", "c"] + ([] if decode else ["t", "b"])
-    kv_dim = 2 if nhd else 1
-    num_seqs = avals_in[3].shape[0]
-
-    def plan(spec_of, fits):
-        heads = spec_of(1, kv_dim) or spec_of(0, 1)
-        if heads is not None and not fits(heads, num_kv_heads):
-            heads = None
-        seqs = spec_of(0, 0) if decode else None
-        if seqs is not None and (seqs == heads or not fits(seqs, num_seqs)):
-            seqs = None
-        cache_spec = (None, None, heads, None) if nhd else (None, heads, None, None)
-        ins = [(seqs, heads, None), cache_spec, cache_spec, (seqs,), (seqs, None), (None,)]
-        return ins, [(seqs, heads, None), (seqs, heads)]
-    return rule, {"g": group}, whole, plan
-
-
-def mla_decode_rule(avals_in, params):
-    """Factors: b sequences, h query heads; the caches and tables' page axis stay whole."""
-    rule = "b q h l, b q h r, p s w, p s v, b, b m -> b q h l, b q h"
-    batch, _, num_heads, _ = avals_in[0].shape
-
-    def plan(spec_of, fits):
-        seqs, heads = spec_of(0, 0), spec_of(0, 2)
-        if seqs is not None and not fits(seqs, batch):
-            seqs = None
-        if heads is not None and (heads == seqs or not fits(heads, num_heads)):
-            heads = None
-        q_spec = (seqs, None, heads, None)
-        ins = [q_spec, q_spec, (None, None, None), (None, None, None), (seqs,), (seqs, None)]
-        return ins, [q_spec, (seqs, None, heads)]
-    return rule, {}, ["q", "l", "r", "p", "s", "w", "v", "m"], plan

@@ -1,4 +1,5 @@
-"""The paged_attention primitive: shape rule, lowering, batching rule; and the public function.
+"""paged_attention: the public function and its op's whole spec (shape rule, GPU workspace,
+batching rule, sharding rule). jaxpaged/_spec.py turns the spec into primitives and lowerings.
 
 Semantics are defined by jaxpaged.reference.paged_attention; see its docstring.
 """
@@ -9,9 +10,8 @@ import math
 
 import jax
 import jax.numpy as jnp
-from jax.interpreters import batching
 
-from jaxpaged import _checks, _primitive, _sharding
+from jaxpaged import _checks, _extension, _spec
 
 SUPPORTED_HEAD_DIMS = (64, 128, 256)
 KV_LAYOUTS = {"NHD": 0, "HND": 1}
@@ -26,102 +26,119 @@ def _cache_dims(k_shape, kv_layout: int):
     return num_pages, page_size, num_kv_heads, head_dim
 
 
-def _abstract_eval(q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens, *, scale, soft_cap,
-                   sliding_window, kv_layout, decode_only):
-    layout = "[num_pages, page_size, Hkv, D]" if kv_layout == 0 else "[num_pages, Hkv, page_size, D]"
-    _checks.check_rank("q", q, 3, "[T, Hq, D]")
-    _checks.check_float("q", q)
-    _checks.check_rank("k_cache", k_cache, 4, layout)
-    _checks.check_same_dtype("k_cache", k_cache, "q", q)
-    _checks.check_same_dtype("v_cache", v_cache, "q", q)
-    if v_cache.shape != k_cache.shape:
-        raise ValueError(f"v_cache must have the shape of k_cache {k_cache.shape}; got {v_cache.shape}")
-    num_tokens, num_q_heads, head_dim = q.shape
-    _, page_size, num_kv_heads, cache_head_dim = _cache_dims(k_cache.shape, kv_layout)
-    if head_dim not in SUPPORTED_HEAD_DIMS:
-        raise ValueError(f"q: head dim must be one of {SUPPORTED_HEAD_DIMS}; got {head_dim}")
-    if cache_head_dim != head_dim:
-        raise ValueError(f"k_cache: head dim must match q's {head_dim}; got {cache_head_dim} "
-                         f"(shape {k_cache.shape}, layout {layout})")
-    if num_kv_heads < 1 or num_q_heads % num_kv_heads:
-        raise ValueError(f"q: num_q_heads ({num_q_heads}) must be a multiple of the caches' "
-                         f"num_kv_heads ({num_kv_heads})")
-    _checks.check_page_size("k_cache", page_size)
-    if kv_lens.ndim != 1:
-        raise ValueError(f"kv_lens must have shape [S]; got shape {kv_lens.shape}")
-    num_seqs = kv_lens.shape[0]
-    _checks.check_int32("kv_lens", kv_lens, (num_seqs,), "[S]")
-    if block_tables.ndim != 2:
-        raise ValueError(f"block_tables must have shape [S, max_pages]; got shape {block_tables.shape}")
-    _checks.check_int32("block_tables", block_tables, (num_seqs, block_tables.shape[1]), "[S, max_pages]")
-    _checks.check_int32("cu_q_lens", cu_q_lens, (num_seqs + 1,), "[S + 1]")
-    if decode_only and num_tokens != num_seqs:
-        raise ValueError(f"q: without cu_q_lens (pure decode) q must have one row per sequence: "
-                         f"T ({num_tokens}) must equal len(kv_lens) ({num_seqs})")
-    return (jax.core.ShapedArray(q.shape, q.dtype),
-            jax.core.ShapedArray((num_tokens, num_q_heads), jnp.float32))
+class _PagedAttention(_spec.OpSpec):
+    """Operands: q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens (pure decode gets
+    arange(S + 1)). Params: scale, soft_cap (0: none), sliding_window (0: none), kv_layout (0: NHD,
+    1: HND), decode_only. Results: out, lse."""
+
+    name = "paged_attention"
+
+    def abstract_eval(self, q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens, *, scale, soft_cap,
+                      sliding_window, kv_layout, decode_only):
+        layout = "[num_pages, page_size, Hkv, D]" if kv_layout == 0 else "[num_pages, Hkv, page_size, D]"
+        _checks.check_rank("q", q, 3, "[T, Hq, D]")
+        _checks.check_float("q", q)
+        _checks.check_rank("k_cache", k_cache, 4, layout)
+        _checks.check_same_dtype("k_cache", k_cache, "q", q)
+        _checks.check_same_dtype("v_cache", v_cache, "q", q)
+        if v_cache.shape != k_cache.shape:
+            raise ValueError(f"v_cache must have the shape of k_cache {k_cache.shape}; got {v_cache.shape}")
+        num_tokens, num_q_heads, head_dim = q.shape
+        _, page_size, num_kv_heads, cache_head_dim = _cache_dims(k_cache.shape, kv_layout)
+        if head_dim not in SUPPORTED_HEAD_DIMS:
+            raise ValueError(f"q: head dim must be one of {SUPPORTED_HEAD_DIMS}; got {head_dim}")
+        if cache_head_dim != head_dim:
+            raise ValueError(f"k_cache: head dim must match q's {head_dim}; got {cache_head_dim} "
+                             f"(shape {k_cache.shape}, layout {layout})")
+        if num_kv_heads < 1 or num_q_heads % num_kv_heads:
+            raise ValueError(f"q: num_q_heads ({num_q_heads}) must be a multiple of the caches' "
+                             f"num_kv_heads ({num_kv_heads})")
+        _checks.check_page_size("k_cache", page_size)
+        if kv_lens.ndim != 1:
+            raise ValueError(f"kv_lens must have shape [S]; got shape {kv_lens.shape}")
+        num_seqs = kv_lens.shape[0]
+        _checks.check_int32("kv_lens", kv_lens, (num_seqs,), "[S]")
+        if block_tables.ndim != 2:
+            raise ValueError(f"block_tables must have shape [S, max_pages]; got shape {block_tables.shape}")
+        _checks.check_int32("block_tables", block_tables, (num_seqs, block_tables.shape[1]), "[S, max_pages]")
+        _checks.check_int32("cu_q_lens", cu_q_lens, (num_seqs + 1,), "[S + 1]")
+        if decode_only and num_tokens != num_seqs:
+            raise ValueError(f"q: without cu_q_lens (pure decode) q must have one row per sequence: "
+                             f"T ({num_tokens}) must equal len(kv_lens) ({num_seqs})")
+        return (jax.core.ShapedArray(q.shape, q.dtype),
+                jax.core.ShapedArray((num_tokens, num_q_heads), jnp.float32))
+
+    def workspace_bytes(self, avals_in, params, device):
+        q, k_cache, _, kv_lens, block_tables, _ = avals_in
+        num_tokens, num_q_heads, head_dim = q.shape
+        _, page_size, num_kv_heads, _ = _cache_dims(k_cache.shape, params["kv_layout"])
+        return _extension.paged_attention_workspace_bytes(
+            num_tokens=num_tokens, num_q_heads=num_q_heads, num_kv_heads=num_kv_heads, head_dim=head_dim,
+            num_seqs=kv_lens.shape[0], max_pages=block_tables.shape[1], page_size=page_size, device=device)
+
+    def batch(self, args, dims, *, decode_only, kv_layout, **params):
+        """vmap folds the mapped axis into the token and sequence axes: one call, no Python loop.
+
+        Instance i's sequences keep their own rows, and when the caches are mapped, its pages are
+        offset by i * num_pages in the stacked cache. In a ragged call each instance gets one extra
+        empty sequence (kv_len 0) that owns its padding rows, so they stay padding.
+        """
+        _, (q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens) = _spec.batched_at_front(args, dims)
+        n, num_tokens = q.shape[:2]
+        num_seqs = kv_lens.shape[1]
+        (k_cache, v_cache), block_tables = _spec.stack_caches(
+            (k_cache, v_cache), block_tables, mapped=dims[1] is not None or dims[2] is not None)
+        if not decode_only:
+            cu = jnp.clip(cu_q_lens, 0, num_tokens) + (jnp.arange(n, dtype=jnp.int32) * num_tokens)[:, None]
+            cu_q_lens = jnp.concatenate([cu.reshape(-1), jnp.array([n * num_tokens], jnp.int32)])
+            kv_lens = jnp.pad(kv_lens, ((0, 0), (0, 1)))
+            block_tables = jnp.pad(block_tables, ((0, 0), (0, 1), (0, 0)))
+            num_seqs += 1
+        else:
+            cu_q_lens = jnp.arange(n * num_seqs + 1, dtype=jnp.int32)
+        out, lse = self.primitive.bind(
+            q.reshape((n * num_tokens,) + q.shape[2:]), k_cache, v_cache, kv_lens.reshape(-1),
+            block_tables.reshape(n * num_seqs, -1), cu_q_lens, decode_only=decode_only,
+            kv_layout=kv_layout, **params)
+        return (out.reshape((n, num_tokens) + out.shape[1:]), lse.reshape((n, num_tokens, -1))), (0, 0)
+
+    def sharding_rule(self, avals_in, params):
+        """Factors: t tokens (= sequences b in pure decode), k KV heads, g heads per KV head. Heads
+        split in whole GQA groups with the caches' KV-head axis; pure decode also splits sequences."""
+        q, k_cache = avals_in[0], avals_in[1]
+        nhd = params["kv_layout"] == 0
+        num_kv_heads = k_cache.shape[2] if nhd else k_cache.shape[1]
+        group = q.shape[1] // num_kv_heads
+        decode = params["decode_only"]
+        b = "t" if decode else "b"
+        cache = "p s k d" if nhd else "p k s d"
+        rule = f"t (k g) d, {cache}, {cache}, {b}, {b} m, c -> t (k g) d, t (k g)"
+        whole = ["g", "p", "s", "d", "m", "c"] + ([] if decode else ["t", "b"])
+        kv_dim = 2 if nhd else 1
+        num_seqs = avals_in[3].shape[0]
+
+        def plan(spec_of, fits):
+            heads = spec_of(1, kv_dim) or spec_of(0, 1)
+            if heads is not None and not fits(heads, num_kv_heads):
+                heads = None
+            seqs = spec_of(0, 0) if decode else None
+            if seqs is not None and (seqs == heads or not fits(seqs, num_seqs)):
+                seqs = None
+            cache_spec = (None, None, heads, None) if nhd else (None, heads, None, None)
+            ins = [(seqs, heads, None), cache_spec, cache_spec, (seqs,), (seqs, None), (None,)]
+            return ins, [(seqs, heads, None), (seqs, heads)]
+        return rule, {"g": group}, whole, plan
+
+    def local_operands(self, operands, params):
+        """Pure decode ignores the values of cu_q_lens but checks its shape [S + 1]: a device
+        holding S / n sequences gets the first S / n + 1 entries of the (whole) array."""
+        if params.get("decode_only"):
+            q, k, v, kv_lens, tables, cu = operands
+            return (q, k, v, kv_lens, tables, cu[:kv_lens.shape[0] + 1])
+        return operands
 
 
-# What users bind (shape and batching rules); it lowers through the sharding rule to the FFI
-# primitive below (jaxpaged/_sharding.py).
-paged_attention_p = _primitive.make_primitive("jaxpaged_paged_attention", _abstract_eval)
-_paged_attention_ffi_p = _primitive.make_primitive("jaxpaged_paged_attention_ffi", _abstract_eval)
-
-
-def _workspace_floats(avals_in, params) -> int:
-    """GPU scratch: the tile list (int32, at the front), then the KV splits' partial results."""
-    q, k_cache, _, kv_lens, block_tables, _ = avals_in
-    num_tokens, num_q_heads, head_dim = q.shape
-    _, page_size, num_kv_heads, _ = _cache_dims(k_cache.shape, params["kv_layout"])
-    group = num_q_heads // num_kv_heads
-    # tile_list_capacity in src/paged_attention/tile_schedule.cuh: ceil(T * group / 64) + S pairs,
-    # after a two-int header.
-    tile_list = 2 * (-(-num_tokens * group // 64) + kv_lens.shape[0] + 1)
-    splits = _primitive.kv_split_cap(num_tokens * num_kv_heads, block_tables.shape[1] * page_size)
-    if splits == 1:
-        return tile_list
-    return tile_list + splits * num_tokens * num_q_heads * (head_dim + 1)
-
-
-_sharding.register_partitioned_lowering(paged_attention_p, _paged_attention_ffi_p,
-                                        _sharding.paged_attention_rule)
-_primitive.register_lowerings(_paged_attention_ffi_p, "jaxpaged_paged_attention",
-                              workspace_floats=_workspace_floats)
-
-
-def _batch_rule(args, dims, *, decode_only, kv_layout, **params):
-    """vmap folds the mapped axis into the token and sequence axes: one call, no Python loop.
-
-    Instance i's sequences keep their own rows, and when the caches are mapped, its pages are
-    offset by i * num_pages in the stacked cache. In a ragged call each instance gets one extra
-    empty sequence (kv_len 0) that owns its padding rows, so they stay padding.
-    """
-    _, (q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens) = _primitive.batched_at_front(args, dims)
-    n, num_tokens = q.shape[:2]
-    num_seqs = kv_lens.shape[1]
-    num_pages = k_cache.shape[1]
-    if dims[1] is not None or dims[2] is not None:
-        k_cache = k_cache.reshape((n * num_pages,) + k_cache.shape[2:])
-        v_cache = v_cache.reshape((n * num_pages,) + v_cache.shape[2:])
-        block_tables = block_tables + (jnp.arange(n, dtype=jnp.int32) * num_pages)[:, None, None]
-    else:
-        k_cache, v_cache = k_cache[0], v_cache[0]  # shared by all instances
-    if not decode_only:
-        cu = jnp.clip(cu_q_lens, 0, num_tokens) + (jnp.arange(n, dtype=jnp.int32) * num_tokens)[:, None]
-        cu_q_lens = jnp.concatenate([cu.reshape(-1), jnp.array([n * num_tokens], jnp.int32)])
-        kv_lens = jnp.pad(kv_lens, ((0, 0), (0, 1)))
-        block_tables = jnp.pad(block_tables, ((0, 0), (0, 1), (0, 0)))
-        num_seqs += 1
-    else:
-        cu_q_lens = jnp.arange(n * num_seqs + 1, dtype=jnp.int32)
-    out, lse = paged_attention_p.bind(
-        q.reshape((n * num_tokens,) + q.shape[2:]), k_cache, v_cache, kv_lens.reshape(-1),
-        block_tables.reshape(n * num_seqs, -1), cu_q_lens, decode_only=decode_only,
-        kv_layout=kv_layout, **params)
-    return (out.reshape((n, num_tokens) + out.shape[1:]), lse.reshape((n, num_tokens, -1))), (0, 0)
-
-
-batching.primitive_batchers[paged_attention_p] = _batch_rule
+paged_attention_p = _spec.define(_PagedAttention())
 
 
 def paged_attention(q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens=None, *, scale=None,

@@ -1,7 +1,12 @@
-// The nanobind module: hands Python the FFI handlers as capsules, per platform.
-// jaxpaged/_extension.py registers them with XLA; nothing else crosses this boundary.
+// The nanobind module: hands Python the FFI handlers as capsules, per platform, and the GPU
+// workspace size of each op (the one definition of each layout is in C++: workspace.h).
+// jaxpaged/_extension.py registers the handlers with XLA; the ops' lowerings ask for the sizes.
 #include <nanobind/nanobind.h>
 
+#include <cstdint>
+
+#include "mla_decode/workspace.h"
+#include "paged_attention/workspace.h"
 #include "xla/ffi/api/c_api.h"
 
 namespace nb = nanobind;
@@ -20,6 +25,37 @@ namespace {
 template <typename Fn>
 nb::capsule as_capsule(Fn* fn) {
   return nb::capsule(reinterpret_cast<void*>(fn));
+}
+
+int64_t paged_attention_workspace(int64_t num_tokens, int64_t num_q_heads, int64_t num_kv_heads,
+                                                   int64_t head_dim, int64_t num_seqs, int64_t max_pages,
+                                                   int64_t page_size, int device) {
+  jaxpaged::PagedAttentionParams p{};
+  p.num_tokens = num_tokens;
+  p.num_q_heads = num_q_heads;
+  p.num_kv_heads = num_kv_heads;
+  p.head_dim = head_dim;
+  p.num_seqs = num_seqs;
+  p.max_pages = max_pages;
+  p.page_size = page_size;
+  (void)device;  // the layout does not depend on the device
+  return jaxpaged::PagedWorkspace::of(p).floats * int64_t(sizeof(float));
+}
+
+int64_t mla_decode_workspace(int64_t batch, int64_t s_q, int64_t num_heads, int64_t max_pages,
+                                              int64_t page_size, int device) {
+  jaxpaged::MlaDecodeParams p{};
+  p.batch = batch;
+  p.s_q = s_q;
+  p.num_heads = num_heads;
+  p.max_pages = max_pages;
+  p.page_size = page_size;
+#ifdef JAXPAGED_WITH_GPU
+  return jaxpaged::mla_decode_workspace_bytes(p, device);
+#else
+  (void)device;  // no GPU kernels: the sm_80 path's layout, for the record
+  return jaxpaged::MlaWorkspace::of(p, jaxpaged::MlaDevice{0, false}).floats * int64_t(sizeof(float));
+#endif
 }
 
 }  // namespace
@@ -48,4 +84,11 @@ NB_MODULE(_jaxpaged, m) {
     return nb::none();
 #endif
   }, "The XLA platform the GPU handlers were built for ('CUDA' or 'ROCM'), or None.");
+  // Workspace sizes in bytes of one GPU call. device: the GPU's ordinal, or -1 for the most that
+  // any visible GPU needs.
+  m.def("paged_attention_workspace_bytes", &paged_attention_workspace, nb::arg("num_tokens"),
+        nb::arg("num_q_heads"), nb::arg("num_kv_heads"), nb::arg("head_dim"), nb::arg("num_seqs"),
+        nb::arg("max_pages"), nb::arg("page_size"), nb::arg("device"));
+  m.def("mla_decode_workspace_bytes", &mla_decode_workspace, nb::arg("batch"), nb::arg("s_q"),
+        nb::arg("num_heads"), nb::arg("max_pages"), nb::arg("page_size"), nb::arg("device"));
 }

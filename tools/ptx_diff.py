@@ -1,10 +1,13 @@
 """Compares the generated PTX of every kernel between two source trees (no GPU needed).
 
-    python tools/ptx_diff.py OLD_SRC_TREE NEW_SRC_TREE [--archs 80 90a] [--jobs 2]
+    python tools/ptx_diff.py OLD_SRC_TREE NEW_SRC_TREE [--old-units DIR] [--new-units DIR]
+                             [--archs 80 90a] [--jobs 2]
 
-Compiles every .cu file under each tree's src/ to PTX for each architecture (without line
+--old-units / --new-units add the .cu files under DIR to that tree's units: the per-instance units
+CMake generates (BUILD_DIR/instances). Compiles every .cu file under each tree's src/ to PTX for each architecture (without line
 information, so moved or re-commented code does not count as a change), splits the PTX into its
-kernels (`.entry` functions, keyed by mangled name) and reports, per kernel, whether its PTX is
+kernels (`.entry` functions, keyed by mangled name; branch labels numbered per unit are
+normalised) and reports, per kernel, whether its PTX is
 byte-identical. The same PTX through the same ptxas gives the same SASS, so a restructuring that
 reports every kernel identical changed no kernel code.
 """
@@ -21,6 +24,8 @@ import sys
 import tempfile
 
 ENTRY = re.compile(r"^\.(?:visible|weak)?\s*\.entry\s+(\S+)\(", re.M)
+# Branch labels carry the function's index in its unit ($L__BB<function>_<block>): not code.
+LABEL = re.compile(r"\$L__BB\d+_")
 
 
 def xla_include() -> str:
@@ -44,12 +49,12 @@ def kernels(ptx: str) -> dict[str, str]:
         end = starts[i + 1] if i + 1 < len(starts) else len(ptx)
         body = ptx[start:end]
         body = body[: body.rfind("}") + 1]
-        out[ENTRY.match(body).group(1)] = body
+        out[ENTRY.match(body).group(1)] = LABEL.sub("$L__BB_", body)
     return out
 
 
-def tree_kernels(tree: pathlib.Path, archs, jobs: int) -> dict[tuple[str, str], str]:
-    units = sorted((tree / "src").rglob("*.cu"))
+def tree_kernels(tree: pathlib.Path, extra, archs, jobs: int) -> dict[tuple[str, str], str]:
+    units = sorted((tree / "src").rglob("*.cu")) + (sorted(extra.rglob("*.cu")) if extra else [])
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="ptx_"))
     found: dict[tuple[str, str], str] = {}
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
@@ -65,11 +70,13 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("old", type=pathlib.Path)
     ap.add_argument("new", type=pathlib.Path)
+    ap.add_argument("--old-units", type=pathlib.Path)
+    ap.add_argument("--new-units", type=pathlib.Path)
     ap.add_argument("--archs", nargs="+", default=["80", "90a"])
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args(argv)
-    old = tree_kernels(args.old, args.archs, args.jobs)
-    new = tree_kernels(args.new, args.archs, args.jobs)
+    old = tree_kernels(args.old, args.old_units, args.archs, args.jobs)
+    new = tree_kernels(args.new, args.new_units, args.archs, args.jobs)
     differ = 0
     for key in sorted(set(old) | set(new)):
         arch, name = key

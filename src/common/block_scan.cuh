@@ -16,7 +16,7 @@ __device__ __forceinline__ int64_t block_exclusive_sum(int64_t v, int64_t* total
   int64_t x = v;
 #pragma unroll
   for (int off = 1; off < 32; off *= 2) {
-    const int64_t y = JP_SHFL_UP(x, off);
+    const int64_t y = gpu::shfl_up(x, off);
     if (lane >= off) x += y;
   }
   if (lane == 31) warp_sums[warp] = x;

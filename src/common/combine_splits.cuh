@@ -5,11 +5,11 @@
 #pragma once
 
 #include "common/gpu_math.cuh"
+#include "common/kv_splits.h"
 
 namespace jaxpaged {
 
 constexpr int kCombineThreads = 128;
-constexpr int kMaxSplits = 64;
 
 template <typename T>
 __global__ void __launch_bounds__(kCombineThreads)
@@ -28,14 +28,14 @@ __global__ void __launch_bounds__(kCombineThreads)
     float m = fmaxf(v0, v1);  // fmaxf skips a NaN; the flag carries it
 #pragma unroll
     for (int off = 16; off > 0; off /= 2) {
-      nan |= JP_SHFL_XOR(nan, off);
-      m = fmaxf(m, JP_SHFL_XOR(m, off));
+      nan |= gpu::shfl_xor(nan, off);
+      m = fmaxf(m, gpu::shfl_xor(m, off));
     }
     const bool none = m == -INFINITY || nan;
     const float w0 = none ? 0.f : __expf(v0 - m), w1 = none ? 0.f : __expf(v1 - m);
     float sum = w0 + w1;
 #pragma unroll
-    for (int off = 16; off > 0; off /= 2) sum += JP_SHFL_XOR(sum, off);
+    for (int off = 16; off > 0; off /= 2) sum += gpu::shfl_xor(sum, off);
     if (lane < num_splits) weight[lane] = sum > 0.f ? w0 / sum : 0.f;
     if (lane + 32 < num_splits) weight[lane + 32] = sum > 0.f ? w1 / sum : 0.f;
     if (lane == 0) {

@@ -1,51 +1,66 @@
-// Host-side helpers for the GPU handlers: error conversion and the device's SM count.
+// Host-side helpers for the GPU handlers and launchers: error conversion, the device a call runs
+// on, occupancy, and the one switch from an FFI dtype to the kernels' 16-bit element type.
 #pragma once
 
 #include <string>
+#include <utility>
 
 #include "common/ffi_helpers.h"
+#include "common/kv_splits.h"
 #include "gpu_vendor.h"
 
 namespace jaxpaged {
 
 inline ffi::Error last_launch_error(const char* what) {
-  const gpuError_t err = gpuGetLastError();
-  if (err == gpuSuccess) return ffi::Error::Success();
+  const gpu::Error err = gpu::last_error();
+  if (err == gpu::kSuccess) return ffi::Error::Success();
   return ffi::Error::Internal(std::string("jaxpaged: launching ") + what + " failed: " +
-                              gpuGetErrorString(err));
+                              gpu::error_string(err));
 }
 
-// SM count of the current device. A plain attribute query: allowed during graph capture.
-inline int sm_count() {
-  int device = 0, count = 0;
-  if (gpuGetDevice(&device) != gpuSuccess ||
-      gpuDeviceGetAttribute(&count, gpuDevAttrMultiProcessorCount, device) != gpuSuccess) {
-    return 108;  // a conservative A100-sized guess; only the split heuristic uses it
+// The device the calling thread's launches go to (XLA sets it before calling a handler).
+inline int current_device() {
+  int device = 0;
+  return gpu::current_device(&device) == gpu::kSuccess ? device : 0;
+}
+
+// SM count of a device. A plain attribute query: allowed during graph capture.
+inline int sm_count(int device) {
+  int count = 0;
+  if (gpu::sm_count(&count, device) != gpu::kSuccess || count < 1) {
+    return 108;  // a conservative A100-sized guess
   }
   return count;
 }
 
-// How many KV splits to launch (flash-decoding), up to `cap` (the workspace, sized by
-// jaxpaged._primitive.kv_split_cap) and at most one split per `min_keys` keys. The grid runs in
-// waves of `resident` blocks (SMs x blocks per SM); each wave lasts as long as one block's keys
-// plus a fixed per-block cost (query load, pipeline fill and drain, the partial result and its
-// share of the merge) worth about `overhead_keys` keys. Pick the count with the least modelled
-// time, waves x (keys per split + overhead); ties go to fewer splits.
-// (Until session 5 this picked the fullest waves, which on 64 blocks x 32K keys chose 33 splits in
-// 8 waves of 1K-key blocks over 4 splits in one wave of 8K-key blocks: slower, see NOTES.md.)
-inline int choose_kv_splits(int64_t blocks_without_split, int cap, int64_t max_keys, int min_keys,
-                            int64_t resident, int64_t overhead_keys = 256) {
-  const int64_t by_keys = (max_keys + min_keys - 1) / min_keys;
-  const int64_t limit = cap < by_keys ? cap : by_keys;
-  auto cost = [&](int64_t s) {
-    const int64_t waves = (blocks_without_split * s + resident - 1) / resident;
-    return waves * ((max_keys + s - 1) / s + overhead_keys);
-  };
-  int64_t best = 1;
-  for (int64_t s = 2; s <= limit; ++s) {
-    if (cost(s) < cost(best)) best = s;
+// The devices a workspace must serve: `device`, or every visible one when it is negative
+// (lowering without a known device assignment). Calls f(ordinal) for each.
+template <typename F>
+void for_each_device(int device, F&& f) {
+  if (device >= 0) {
+    f(device);
+    return;
   }
-  return int(best);
+  int count = 0;
+  if (gpu::device_count(&count) != gpu::kSuccess || count < 1) count = 1;
+  for (int d = 0; d < count; ++d) f(d);
+}
+
+// Blocks of `kernel` that fit on the whole current device at once.
+template <typename Kernel>
+int64_t resident_blocks(Kernel kernel, int threads, size_t smem_bytes) {
+  int per_sm = 1;
+  if (gpu::blocks_per_sm(&per_sm, kernel, threads, smem_bytes) != gpu::kSuccess || per_sm < 1) {
+    per_sm = 1;
+  }
+  return int64_t(per_sm) * sm_count(current_device());
+}
+
+// Dynamic shared memory above 48 KiB must be opted into, per device, so on every launch.
+template <typename Kernel>
+ffi::Error allow_smem(Kernel kernel, size_t bytes, const char* what) {
+  if (gpu::allow_dynamic_smem(kernel, int(bytes)) == gpu::kSuccess) return ffi::Error::Success();
+  return last_launch_error(what);
 }
 
 // log2 of a power-of-two page size: kernels find a key's page with j >> shift.
@@ -55,15 +70,17 @@ inline int page_shift_of(int64_t page_size) {
   return shift;
 }
 
-// Blocks of `kernel` that fit on the whole GPU at once.
-template <typename Kernel>
-int64_t resident_blocks(Kernel kernel, int threads, size_t smem_bytes) {
-  int per_sm = 1;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem_bytes) != gpuSuccess ||
-      per_sm < 1) {
-    per_sm = 1;
+// Calls f(T{}) with T the kernels' element type for `dtype` (float16 or bfloat16); other dtypes
+// are an error naming the op (the Python shape rule already rejects them on GPU).
+template <typename F>
+ffi::Error with_gpu_dtype(ffi::DataType dtype, const char* op, F&& f) {
+  switch (dtype) {
+    case ffi::DataType::F16: return std::forward<F>(f)(gpu_half{});
+    case ffi::DataType::BF16: return std::forward<F>(f)(gpu_bf16{});
+    default:
+      return ffi::Error::InvalidArgument(std::string("jaxpaged: GPU ") + op +
+                                         " supports float16 and bfloat16");
   }
-  return int64_t(per_sm) * sm_count();
 }
 
 }  // namespace jaxpaged

@@ -1,5 +1,6 @@
-// Device-side work split of an MLA-decode call for the Hopper kernel (wgmma_kernel.cuh), computed
-// from kv_lens on the GPU every call (the host never reads lengths; the call stays graph-capturable).
+// Device-side work split of an MLA-decode call for the Hopper kernel (sm90/kernel.cuh), computed
+// from kv_lens on the GPU every call (the host never reads lengths; the call stays graph-capturable)
+// by mla_schedule_kernel (schedule.cu). This header holds what the kernels share of it.
 //
 // All sequences' 64-token KV tiles are laid end to end, each sequence preceded by kMlaSeqCost units
 // of fixed cost (query load, epilogue), and the line is cut into `num_parts` equal spans (for a
@@ -14,48 +15,12 @@
 // slots are 2 * partition (first) and 2 * partition + 1 (last).
 #pragma once
 
-#include <climits>
-
-#include "common/block_scan.cuh"
 #include "common/gpu_math.cuh"
 #include "common/masking.h"
 #include "mla_decode/params.h"
+#include "mla_decode/workspace.h"
 
 namespace jaxpaged {
-
-constexpr int kMlaTileKeys = 64;        // cache tokens per KV tile
-constexpr int kMlaSeqCost = 2;          // a sequence's fixed cost, in tiles
-constexpr int kMlaMaxPartitions = 160;  // bounds the workspace; jaxpaged/mla_decode.py mirrors it
-constexpr int kMlaScheduleThreads = 256;
-
-// The schedule's int32 arrays, carved from the front of the workspace.
-struct MlaSchedule {
-  int* header;          // [0] cost units per partition, [1] total cost
-  int* part_first;      // [num_parts] first sequence of each partition
-  int* part_last;       // [num_parts] last sequence (-1: empty partition)
-  int* seq_start;       // [batch] cost position where each sequence starts
-  int* seq_first_part;  // [batch] first partition holding a piece of it
-  int* seq_pieces;      // [batch] partitions holding a piece of it (1: uncut)
-
-  static int64_t ints(int64_t num_parts, int64_t batch) { return 2 + 2 * num_parts + 3 * batch; }
-  static MlaSchedule at(int* base, int64_t num_parts, int64_t batch) {
-    MlaSchedule s;
-    s.header = base;
-    s.part_first = base + 2;
-    s.part_last = s.part_first + num_parts;
-    s.seq_start = s.part_last + num_parts;
-    s.seq_first_part = s.seq_start + batch;
-    s.seq_pieces = s.seq_first_part + batch;
-    return s;
-  }
-};
-
-// Partitions for a call: one thread block per SM, row_blocks blocks per partition.
-inline int mla_num_partitions(int sms, int64_t row_blocks) {
-  const int64_t capped = sms < kMlaMaxPartitions ? sms : kMlaMaxPartitions;
-  const int64_t parts = capped / row_blocks;
-  return parts < 1 ? 1 : int(parts);
-}
 
 // Tiles of a sequence of kv_len cached tokens (kv_len already clamped to its pages).
 __device__ __forceinline__ int mla_tiles_of(int64_t kv_len) {
@@ -81,168 +46,6 @@ __device__ __forceinline__ TileSpan mla_piece_tiles(const MlaSchedule& s, int pa
 // Where a cut sequence's piece from `part` keeps its partial result.
 __device__ __forceinline__ int mla_piece_slot(const MlaSchedule& s, int part, int b) {
   return 2 * part + (s.part_first[part] == b ? 0 : 1);
-}
-
-// One block. Cost positions fit in int32: a sequence has at most 2^31 / 64 tiles by its int32 length.
-__global__ void __launch_bounds__(kMlaScheduleThreads)
-    mla_schedule_kernel(const MlaDecodeParams p, int num_parts, MlaSchedule s) {
-  const int tid = threadIdx.x;
-  __shared__ int cost_min, cost_max;
-  if (tid == 0) {
-    cost_min = INT_MAX;
-    cost_max = 0;
-  }
-  __syncthreads();
-  int64_t mine = 0;
-  int my_min = INT_MAX, my_max = 0;
-  for (int64_t b = tid; b < p.batch; b += kMlaScheduleThreads) {
-    const int cost = mla_seq_tiles(p, b) + kMlaSeqCost;
-    mine += cost;
-    my_min = min(my_min, cost);
-    my_max = max(my_max, cost);
-  }
-  atomicMin(&cost_min, my_min);
-  atomicMax(&cost_max, my_max);
-  int64_t total = 0;
-  block_exclusive_sum<kMlaScheduleThreads>(mine, &total);  // its barriers also publish min and max
-  int target = int((total + num_parts - 1) / num_parts);  // >= 1: every sequence costs >= 1
-  // Sequences of one length (the common decode batch) are cut at their ends instead when whole
-  // sequences per span cost at most 1/8 more: a cut costs its pieces' float partial outputs
-  // (written, then read by the merge), which measured more than the spans' imbalance.
-  if (cost_min == cost_max) {
-    const int64_t whole = (target + cost_max - 1) / cost_max * int64_t(cost_max);
-    if (8 * whole <= 9 * int64_t(target)) target = int(whole);
-  }
-  for (int part = tid; part < num_parts; part += kMlaScheduleThreads) {
-    s.part_first[part] = 0;
-    s.part_last[part] = -1;
-  }
-  if (tid == 0) {
-    s.header[0] = target;
-    s.header[1] = int(total);
-  }
-  __syncthreads();  // the defaults above land before sequences overwrite them
-  int64_t carry = 0;
-  for (int64_t base = 0; base < p.batch; base += kMlaScheduleThreads) {
-    const int64_t b = base + tid;
-    const int64_t cost = b < p.batch ? mla_seq_tiles(p, b) + kMlaSeqCost : 0;
-    int64_t chunk_total = 0;
-    const int64_t start = carry + block_exclusive_sum<kMlaScheduleThreads>(cost, &chunk_total);
-    carry += chunk_total;
-    if (b >= p.batch) continue;
-    const int first = int(start / target), last = int((start + cost - 1) / target);
-    s.seq_start[b] = int(start);
-    s.seq_first_part[b] = first;
-    s.seq_pieces[b] = last - first + 1;
-    for (int part = first; part <= last; ++part) {
-      if (int64_t(part) * target >= start) s.part_first[part] = int(b);
-      const int64_t last_pos = min(int64_t(part + 1) * target, total) - 1;
-      if (last_pos < start + cost) s.part_last[part] = int(b);
-    }
-  }
-}
-
-// Finishes cut sequences: merges the pieces' partial outputs of a row by their lse (weights
-// exp(lse_k - max)); uncut sequences return at once. A NaN lse (a corrupt page id seen by that
-// piece) makes the row NaN. A block takes mla_merge_rows(Split) rows x one 128-column quarter;
-// each row's pieces are dealt over Split warps (piece k to warp k % Split), whose sums meet in
-// shared memory. Split = 4 where sequences are cut into many pieces (a small batch: B = 1 at 32k
-// tokens has ~66 per row, and one warp per row walking them all kept only 64 blocks' worth of
-// loads in flight: 1 TB/s, 18 us), else 1 (a few pieces per row: more warps would each redo the
-// weights for little; NOTES item 25).
-constexpr int kMlaMergeThreads = 256;
-constexpr int kMlaMergeQuarters = 4;
-__host__ __device__ constexpr int mla_merge_rows(int split) { return kMlaMergeThreads / 32 / split; }
-// The split for a call: 4 when each sequence spans about 4 or more partitions.
-inline int mla_merge_split(int64_t batch, int parts) { return 4 * batch <= parts ? 4 : 1; }
-
-template <typename T, int Split>
-__global__ void __launch_bounds__(kMlaMergeThreads)
-    mla_merge_pieces_kernel(const MlaDecodeParams p, const MlaSchedule s, const float* __restrict__ ws_out,
-                            const float* __restrict__ ws_lse) {
-  const int64_t rows_per_b = p.s_q * p.num_heads;
-  constexpr int kRows = mla_merge_rows(Split);
-  const int64_t blocks_per_b = (rows_per_b + kRows - 1) / kRows;
-  const int64_t b = blockIdx.x / blocks_per_b;
-  const int pieces = s.seq_pieces[b];
-  if (pieces <= 1) return;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int row_in_block = warp / Split, share = warp % Split;
-  const int64_t r = (blockIdx.x % blocks_per_b) * kRows + row_in_block;
-  const bool live = r < rows_per_b;  // (no early return: the block meets at a barrier below)
-  const int col = blockIdx.y * (kMlaLatentDim / kMlaMergeQuarters) + 4 * lane;
-  const int first = s.seq_first_part[b];
-  // Each lane first holds the slots and weights of pieces lane, lane + 32, ...; the column loop
-  // then takes them by shuffle, so its loads of partial outputs do not wait on schedule reads.
-  constexpr int kPerLane = (kMlaMaxPartitions + 31) / 32;
-  int slot[kPerLane];
-  float w[kPerLane];
-  float m = -INFINITY;
-  int nan = 0;
-#pragma unroll
-  for (int i = 0; i < kPerLane; ++i) {
-    const int k = lane + 32 * i;
-    slot[i] = k < pieces ? mla_piece_slot(s, first + k, int(b)) : 0;
-    w[i] = k < pieces && live ? ws_lse[slot[i] * rows_per_b + r] : -INFINITY;
-    nan |= isnan(w[i]);
-    m = fmaxf(m, w[i]);
-  }
-#pragma unroll
-  for (int off = 16; off > 0; off /= 2) {
-    nan |= JP_SHFL_XOR(nan, off);
-    m = fmaxf(m, JP_SHFL_XOR(m, off));
-  }
-  float sum = 0.f;
-#pragma unroll
-  for (int i = 0; i < kPerLane; ++i) {
-    w[i] = m == -INFINITY || nan ? 0.f : __expf(w[i] - m);  // 0 for pieces past the count
-    sum += w[i];
-  }
-#pragma unroll
-  for (int off = 16; off > 0; off /= 2) sum += JP_SHFL_XOR(sum, off);
-  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll
-  for (int i = 0; i < kPerLane; ++i) {
-    const int n = live ? min(32, pieces - 32 * i) : 0;
-    const float wi = w[i];
-    const int si = slot[i];
-    // This warp's pieces of the chunk (32 is a multiple of the split, so piece 32 i + j is this
-    // warp's when j is). A counted loop: unrolled, its loads are all issued before the first is
-    // used.
-#pragma unroll 8
-    for (int j = share; j < n; j += Split) {  // an empty piece: weight 0, output 0
-      const float wj = JP_SHFL(wi, j);
-      const int sj = JP_SHFL(si, j);
-      const float4 v = *reinterpret_cast<const float4*>(ws_out + (sj * rows_per_b + r) * kMlaLatentDim + col);
-      acc.x += wj * v.x;
-      acc.y += wj * v.y;
-      acc.z += wj * v.z;
-      acc.w += wj * v.w;
-    }
-  }
-  if constexpr (Split > 1) {  // the row's other warps hand their sums to its first warp
-    __shared__ float4 partial[kRows][Split - 1][32];
-    if (share > 0) partial[row_in_block][share - 1][lane] = acc;
-    __syncthreads();
-    if (share > 0) return;
-#pragma unroll
-    for (int k = 0; k < Split - 1; ++k) {
-      const float4 v = partial[row_in_block][k][lane];
-      acc.x += v.x;
-      acc.y += v.y;
-      acc.z += v.z;
-      acc.w += v.w;
-    }
-  }
-  if (!live) return;
-  const float inv = sum > 0.f ? 1.f / sum : 0.f;
-  const int64_t row = b * rows_per_b + r;
-  T* out = static_cast<T*>(p.out) + row * kMlaLatentDim + col;
-  out[0] = from_float<T>(nan ? NAN : acc.x * inv);
-  out[1] = from_float<T>(nan ? NAN : acc.y * inv);
-  out[2] = from_float<T>(nan ? NAN : acc.z * inv);
-  out[3] = from_float<T>(nan ? NAN : acc.w * inv);
-  if (lane == 0 && blockIdx.y == 0) p.lse[row] = nan ? NAN : (sum > 0.f ? m + __logf(sum) : -INFINITY);
 }
 
 }  // namespace jaxpaged

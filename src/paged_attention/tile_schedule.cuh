@@ -19,27 +19,13 @@
 #include "common/gpu_math.cuh"
 #include "common/masking.h"
 #include "paged_attention/params.h"
-#include "paged_attention/tile_kernel.cuh"
+#include "paged_attention/workspace.h"
 
 namespace jaxpaged {
 
 constexpr int kScheduleThreads = 256;
 constexpr int kLengthBuckets = 256;
 constexpr int kPaddingRowsPerBlock = kScheduleThreads / 32;  // one warp per row
-
-// A sequence's query chunk of `rows` rows (q_len x group) is cut into large tiles when it has more
-// than one small tile's worth, else it gets one small tile (none when it has no rows).
-JP_HOST_DEVICE bool is_large_tile(int64_t rows) { return rows > kSmallRows; }
-JP_HOST_DEVICE int64_t tiles_of_rows(int64_t rows) {
-  return rows <= 0 ? 0 : (is_large_tile(rows) ? (rows + kLargeRows - 1) / kLargeRows : 1);
-}
-
-// Upper bound on the work items of a call: a sequence has ceil(rows / 64) large tiles or one
-// small tile, so at most num_tokens * group / 64 + num_seqs in all (cu_q_lens non-decreasing).
-// jaxpaged/paged_attention.py mirrors this to size the workspace: 2 * (capacity + 1) int32.
-inline int64_t tile_list_capacity(int64_t num_tokens, int64_t group, int64_t num_seqs) {
-  return (num_tokens * group + kLargeRows - 1) / kLargeRows + num_seqs;
-}
 
 template <typename T>
 __global__ void __launch_bounds__(kScheduleThreads)

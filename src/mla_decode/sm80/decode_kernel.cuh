@@ -13,8 +13,9 @@
 
 #include "common/gpu_math.cuh"
 #include "common/masking.h"
-#include "common/mma_sm80.cuh"
+#include "common/sm80/mma.cuh"
 #include "mla_decode/params.h"
+#include "mla_decode/workspace.h"  // mla_row_tiles
 
 namespace jaxpaged {
 
@@ -35,10 +36,6 @@ struct MlaLayout {
                                        size_t(kRows) * kSStride * 4 + size_t(kRows) * kPStride * 2 +
                                        3 * size_t(kRows) * 4 + 16;
 };
-
-// Query rows per block for a batch row of `rows` (= s_q x Hq) query rows; jaxpaged/mla_decode.py
-// mirrors this to size the split workspace.
-inline int mla_row_tiles(int64_t rows) { return rows >= 64 ? 4 : 1; }
 
 template <typename T, int MT>
 __global__ void __launch_bounds__(kMlaThreads, 1)
@@ -189,7 +186,7 @@ __global__ void __launch_bounds__(kMlaThreads, 1)
         mx = fmaxf(mx, sv[i]);
       }
 #pragma unroll
-      for (int off = TPR / 2; off > 0; off /= 2) mx = fmaxf(mx, JP_SHFL_XOR(mx, off));
+      for (int off = TPR / 2; off > 0; off /= 2) mx = fmaxf(mx, gpu::shfl_xor(mx, off));
       const float m_old = sM[sm_row];
       const float m_new = fmaxf(m_old, mx);
       float sum = 0.f;
@@ -200,7 +197,7 @@ __global__ void __launch_bounds__(kMlaThreads, 1)
         sP[sm_row * L::kPStride + sm_part * KPT + i] = from_float<T>(pv);
       }
 #pragma unroll
-      for (int off = TPR / 2; off > 0; off /= 2) sum += JP_SHFL_XOR(sum, off);
+      for (int off = TPR / 2; off > 0; off /= 2) sum += gpu::shfl_xor(sum, off);
       if (sm_part == 0) {  // the group's reads of sM happened before the shuffles above
         const float corr = m_new == -INFINITY ? 1.f : fast_exp2(m_old - m_new);
         sM[sm_row] = m_new;

@@ -27,15 +27,13 @@
 
 #include "common/gpu_math.cuh"
 #include "common/masking.h"
-#include "common/mma_sm80.cuh"
+#include "common/sm80/mma.cuh"
 #include "paged_attention/params.h"
+#include "paged_attention/workspace.h"  // tile shapes
 
 namespace jaxpaged {
 
 constexpr int kTileThreads = 128;
-constexpr int kSmallRows = 16;   // rows of a decode tile
-constexpr int kLargeRows = 64;   // rows of a prefill tile
-constexpr int kLargeTileFlag = 1 << 30;  // set in a work entry's tile word for a large tile
 
 // Shared memory per block: the queries, STAGES x (K + V) stages of kKeys keys, their page ids.
 // Sized so two blocks fit on an SM (three for D = 64), with 64-96 KiB of K/V in flight per block,
@@ -239,8 +237,8 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
       float corr[2];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        mx[h] = fmaxf(mx[h], JP_SHFL_XOR(mx[h], 1));
-        mx[h] = fmaxf(mx[h], JP_SHFL_XOR(mx[h], 2));
+        mx[h] = fmaxf(mx[h], gpu::shfl_xor(mx[h], 1));
+        mx[h] = fmaxf(mx[h], gpu::shfl_xor(mx[h], 2));
         const float m_new = fmaxf(m[h], mx[h]);
         corr[h] = m_new == -INFINITY ? 1.f : rescale(m[h], m_new);
         m[h] = m_new;
@@ -259,7 +257,7 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
       // Once a row's maximum has settled (most steps of a long decode sequence) every factor is 1:
       // small tiles skip the NT x 4 multiplies (the test is warp-uniform, so the mma below stay
       // converged). Not in the large-tile instance: there it made ptxas spill.
-      if (WM == 4 || __any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f)) {
+      if (WM == 4 || gpu::any(corr[0] != 1.f || corr[1] != 1.f)) {
 #pragma unroll
         for (int n = 0; n < NT; ++n) {
           acc[n][0] *= corr[0];
@@ -297,8 +295,8 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
 
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    l[h] += JP_SHFL_XOR(l[h], 1);
-    l[h] += JP_SHFL_XOR(l[h], 2);
+    l[h] += gpu::shfl_xor(l[h], 1);
+    l[h] += gpu::shfl_xor(l[h], 2);
   }
 
   const int64_t num_rows = p.num_tokens * p.num_q_heads;

@@ -69,7 +69,7 @@ __device__ __forceinline__ void named_barrier_arrive(int id, int count) {
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define JP_HAVE_WGMMA 1
-#include "common/wgmma_ops.inc"
+#include "common/sm90/wgmma_ops.inc"
 JP_WGMMA_M64N64K16_SS(bf16)
 JP_WGMMA_M64N64K16_SS(f16)
 JP_WGMMA_M64N256K16_RS_TRANSB(bf16)

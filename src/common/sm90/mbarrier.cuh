@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "common/mma_sm80.cuh"  // smem_addr
+#include "common/sm80/mma.cuh"  // smem_addr
 
 namespace jaxpaged {
 

@@ -1,0 +1,33 @@
+// The MLA-decode launchers the GPU handler picks from. Each kernel is compiled in one translation
+// unit: sm80/decode.cu.in and sm90/wgmma.cu.in (one generated unit per instance), schedule.cu.
+#pragma once
+
+#include "common/ffi_helpers.h"
+#include "gpu_vendor.h"
+#include "mla_decode/params.h"
+#include "mla_decode/workspace.h"
+
+namespace jaxpaged {
+
+struct MlaTmaMaps;  // sm90/tma_maps.h
+
+// sm_80 path: the mma.sync kernel with 16 * MT query rows per block and static KV splits, then
+// the merge of the splits. sm80/launch.cuh.
+template <typename T, int MT>
+ffi::Error launch_mla_sm80(const MlaDecodeParams& p, const MlaWorkspace& w, float* ws, gpuStream_t stream);
+
+// Hopper path, in three launches: the partition schedule (schedule.cu), the wgmma kernel
+// (sm90/launch.cuh; maps only read with kTma), the merge of cut sequences (schedule.cu).
+ffi::Error launch_mla_schedule(const MlaDecodeParams& p, int parts, const MlaSchedule& sched, gpuStream_t stream);
+template <typename T, bool kTma>
+ffi::Error launch_mla_wgmma(const MlaDecodeParams& p, int row_blocks, int parts, const MlaSchedule& sched,
+                            float* ws_out, float* ws_lse, const MlaTmaMaps& maps, gpuStream_t stream);
+template <typename T>
+ffi::Error launch_mla_merge(const MlaDecodeParams& p, int parts, const MlaSchedule& sched, const float* ws_out,
+                            const float* ws_lse, gpuStream_t stream);
+
+// The architecture of the sm_90a kernel image the runtime would run on the current device (90),
+// or 0 when there is none (a build without sm_90a, or another GPU). sm90/launch.cuh.
+int mla_sm90_binary_version();
+
+}  // namespace jaxpaged

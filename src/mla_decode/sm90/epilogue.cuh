@@ -1,0 +1,66 @@
+// The end of a sequence in the MLA Hopper kernel (kernel.cuh): the two compute warpgroups' row
+// sums meet, and each writes its 256 output columns of its rows - straight to the output for a
+// sequence this partition holds whole, else as a float partial result (and lse) in the piece's
+// workspace slot for mla_merge_pieces_kernel.
+#pragma once
+
+#include "common/gpu_math.cuh"
+#include "common/sm90/wgmma.cuh"
+#include "mla_decode/partition_schedule.cuh"
+#include "mla_decode/sm90/compute.cuh"
+
+namespace jaxpaged {
+
+#if defined(JP_HAVE_WGMMA)  // the sm_90a device pass (wgmma.cuh)
+// l: this thread's shares of its rows' sums; m: their final maxima (log2 domain); o: its half of
+// the rows' outputs; bad: a page id of this warpgroup's tiles was out of range (the whole
+// sequence then comes out NaN).
+template <typename T, bool kTma>
+__device__ __forceinline__ void mla_store_sequence(const MlaComputeWarpgroup<T, kTma>& w, const MlaSchedule& s,
+                                                   int part, int b, MlaRowPair& l, const MlaRowPair& m,
+                                                   const float (&o)[128], bool& bad, float* __restrict__ ws_out,
+                                                   float* __restrict__ ws_lse) {
+#pragma unroll
+  for (int off = 1; off <= 2; off *= 2) {
+    l.lo += gpu::shfl_xor(l.lo, off);
+    l.hi += gpu::shfl_xor(l.hi, off);
+  }
+  w.sSum[w.wg * 256 + 2 * w.tw] = l.lo;
+  w.sSum[w.wg * 256 + 2 * w.tw + 1] = l.hi;
+  if (w.tw == 0) w.sBadWg[w.wg] = bad ? 1 : 0;
+  named_barrier_sync(kMlaBarCompute, kMlaComputeThreads);
+  const float sum_lo = l.lo + w.sSum[(1 - w.wg) * 256 + 2 * w.tw];
+  const float sum_hi = l.hi + w.sSum[(1 - w.wg) * 256 + 2 * w.tw + 1];
+  bad = (w.sBadWg[0] | w.sBadWg[1]) != 0;
+  const bool whole = s.seq_pieces[b] == 1;
+  const int slot = whole ? 0 : mla_piece_slot(s, part, b);
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int r = half ? w.r_hi : w.r_lo;
+    if (w.row0 + r >= w.rows_per_b) continue;
+    const float sum = half ? sum_hi : sum_lo;
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    const int64_t row = int64_t(b) * w.rows_per_b + w.row0 + r;
+    const int64_t ws_row = int64_t(slot) * w.rows_per_b + w.row0 + r;
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+      const int col = 256 * w.wg + 8 * j + 2 * (w.lane % 4);
+      const float x0 = bad ? NAN : o[4 * j + 2 * half] * inv;
+      const float x1 = bad ? NAN : o[4 * j + 2 * half + 1] * inv;
+      if (whole) {
+        *reinterpret_cast<uint32_t*>(static_cast<T*>(w.p.out) + row * kMlaLatentDim + col) = pack2<T>(x0, x1);
+      } else {
+        *reinterpret_cast<float2*>(ws_out + ws_row * kMlaLatentDim + col) = make_float2(x0, x1);
+      }
+    }
+    if (w.wg == 0 && w.lane % 4 == 0) {
+      const float mrow = half ? m.hi : m.lo;
+      const float lse = bad ? NAN : (sum > 0.f ? (mrow + __log2f(sum)) * kLn2 : -INFINITY);
+      if (whole) w.p.lse[row] = lse;
+      else ws_lse[ws_row] = lse;
+    }
+  }
+}
+#endif
+
+}  // namespace jaxpaged

@@ -1,0 +1,252 @@
+// MLA decode on Hopper warpgroup tensor cores (wgmma; built for sm_90a only), warp-specialized.
+// This file is the kernel and its compute schedule; its parts by role: layout.cuh (shared memory,
+// register budgets), loader.cuh (the loader warpgroup), compute.cuh (the compute warpgroups'
+// operations), epilogue.cuh (a sequence's output).
+//
+// Block = 64 query rows (of one sequence's s_q x Hq) x one partition of the KV work
+// (partition_schedule.cuh); 384 threads = three warpgroups:
+//   warpgroup 2 (loader): streams the partition's keys in 64-token tiles (576 wide) into two
+//     shared-memory tile buffers, page ids a pair ahead: with pages of >= 64 tokens one thread
+//     issues a TMA box per 64-column block (kTma), else 128 threads issue 16-byte cp.async
+//     copies (a small page's tile gathers rows from several pages). Each buffer is split into
+//     three column groups - L (columns 0-255), R (256-511) and the rope block (512-575) - with a
+//     "full" and an "empty" mbarrier each, because the groups fall free at different times: the
+//     loader refills them in the order they fall free (mla_group_in_order), each as soon as its
+//     last reader is done, not when the whole tile is.
+//   warpgroups 0 and 1 (compute): take the tiles in pairs (t0 in buffer 0, t1 in buffer 1) and
+//     split the work "seesaw" fashion so both do the same amount and one's softmax overlaps the
+//     other's products (the schedule of FlashMLA's Hopper decode kernel):
+//       WG0: S0 = Q K0^T; m0 = running max with S0; P0 = exp(S0 - m0); O_L += P0 V0_L
+//       WG1: S1 = Q K1^T; m1 = max(m0, rowmax S1); P1 = exp(S1 - m1); O_R += P1 V1_R
+//       WG0: P0 brought to m1 for WG1; O_L to m1; O_L += P1 V1_L    (P1 read from shared memory)
+//       WG1: O_R += P0 V0_R                                          (P0 read from shared memory)
+//     and each issues the S of its next tile once its last product of the pair is done and its
+//     groups are handed back (WG0 blocking on the next S0's refills before releasing buffer 1's
+//     L and rope held up WG1's next S1; NOTES item 27), so the tensor cores have queued work
+//     while the warpgroups do softmax. A tile's P is written over
+//     its rope block (only S reads it). Each compute warpgroup keeps its 256 output columns in
+//     registers (128 floats per thread).
+// Tiles are stored with the 128-byte swizzle, so each is at once the K operand (K-major) of
+// S = Q K^T and the V operand (MN-major, its first 512 columns) of O = P V; a P tile (64 x 64) is
+// a K-major A operand in the same format. The rows' queries (512 latent + 64 rope) stay in shared
+// memory; S reads both operands from there. S is a 64 x 64 product per tile (m64n64k16): with N
+// = 64 every 16-column step reads 2 KiB of Q and 2 KiB of K, the rate the tensor cores consume
+// them (N = 32 read Q twice as often and was bound by shared-memory bandwidth; NOTES item 14).
+// Keys past kv_len or past a causal row's last key get probability 0, and their K/V bytes are
+// zero-filled (0 * garbage must not reach a product); rows past the sequence's s_q x Hq read zero
+// queries and are never stored.
+#pragma once
+#pragma once
+
+#include "common/gpu_math.cuh"
+#include "common/masking.h"
+#include "common/sm90/mbarrier.cuh"
+#include "common/sm90/wgmma.cuh"
+#include "mla_decode/params.h"
+#include "mla_decode/partition_schedule.cuh"
+#include "mla_decode/sm90/compute.cuh"
+#include "mla_decode/sm90/epilogue.cuh"
+#include "mla_decode/sm90/layout.cuh"
+#include "mla_decode/sm90/loader.cuh"
+#include "mla_decode/sm90/tma_maps.h"
+
+namespace jaxpaged {
+
+// kTma: the loader is one thread issuing a TMA box per column block (pages of >= 64 tokens: a
+// tile is a 64-row slice of one page); otherwise 128 threads issue 16-byte cp.async copies.
+template <typename T, bool kTma>
+__global__ void __launch_bounds__(kMlaWgThreads, 1)
+    mla_wgmma_kernel(const MlaDecodeParams p, int page_shift, int row_blocks, const MlaSchedule s,
+                     float* __restrict__ ws_out, float* __restrict__ ws_lse,
+                     const __grid_constant__ MlaTmaMaps maps) {
+#if defined(JP_HAVE_WGMMA)
+  extern __shared__ unsigned char smem_raw[];
+  const MlaWgShared sh(smem_raw);
+
+  const int tid = threadIdx.x, tw = tid % 128, lane = tid % 32;
+  // Through a shuffle so the compiler knows it is the same in a warp (wgmma under branches on it
+  // would otherwise be serialized).
+  const int wg = gpu::shfl(tid / 128, 0);
+  const int part = blockIdx.x / row_blocks, rb = blockIdx.x % row_blocks;
+  const int first_b = s.part_first[part], last_b = s.part_last[part];
+  // 32-bit rows and token positions (kv_lens are int32) keep register pressure down.
+  const int rows_per_b = int(p.s_q * p.num_heads);
+  const int row0 = rb * kMlaWgRows;
+  const int64_t capacity = p.max_pages * p.page_size;
+  // Eight consecutive threads fill one 128-byte row (chunk ld_chunk), so global reads coalesce
+  // and the swizzled stores hit eight bank groups.
+  const int ld_chunk = tid % 8;
+
+  if (tid == 0) {
+    for (int i = 0; i < 2 * kGroups; ++i) {
+      // cp.async: each loader thread's copies landed + a plain arrival from it; TMA: the one
+      // thread's arrival, which also names the bytes to wait for.
+      mbar_init(&sh.full[i], kTma ? 1 : 2 * 128);
+      mbar_init(&sh.empty[i], 4);  // each warp of the one warpgroup that reads the group last
+    }
+    for (int i = 0; i < 8; ++i) sh.sBadPage[i] = 0;  // (the TMA loader writes only each buffer's first)
+    fence_proxy_async_shared();  // the barriers, for the copy engine's arrivals
+  }
+  __syncthreads();
+
+  // The 64-token tiles [begin, end) of sequence b this block processes.
+  auto tile_range = [&](int b, int64_t kv_len) { return mla_piece_tiles(s, part, b, mla_tiles_of(kv_len)); };
+
+  if (wg == 2) {  // the loader warpgroup
+    warpgroup_regs_shrink<MlaWgRegs<kTma>::kLoader>();
+    if constexpr (kTma) {
+      if (tw == 0) mla_load_tiles_tma(p, page_shift, s, part, first_b, last_b, capacity, maps, sh);
+    } else {
+      mla_load_tiles_cp_async<T>(p, page_shift, s, part, first_b, last_b, capacity, sh, tw, lane, ld_chunk);
+    }
+    return;
+  }
+
+  // The compute warpgroups.
+  warpgroup_regs_grow<MlaWgRegs<kTma>::kCompute>();
+  const MlaComputeWarpgroup<T, kTma> w(p, sh, wg, tw, lane, rows_per_b, row0, ld_chunk);
+  int uses[2] = {0, 0};      // tiles consumed from each buffer so far (mirrors the loader)
+  bool q_in_flight = false;  // warpgroup 0 already issued this sequence's queries (see below)
+  for (int b = first_b; b <= last_b; ++b) {
+    const int kv_len = int(clamp_kv_len(p.kv_lens[b], capacity));
+    const TileSpan tiles = tile_range(b, kv_len);
+    // Both warpgroups are done with the previous sequence's queries and crossing buffers.
+    named_barrier_sync(kMlaBarCompute, kMlaComputeThreads);
+    if (!q_in_flight) w.load_queries(b, tid, kMlaComputeThreads);
+    cp_async_wait<0>();
+    fence_proxy_async_shared();
+    named_barrier_sync(kMlaBarCompute, kMlaComputeThreads);
+    // Warpgroup 0 fetches the next sequence's queries before this one's epilogue (below).
+    q_in_flight = tiles.begin < tiles.end && b < last_b;
+    // Each row's visible keys end at row_end (causal rows see fewer). Rows past the sequence's
+    // s_q x Hq are never stored; they see all keys so they do not force masking.
+    auto row_end = [&](int r) -> int {
+      if (row0 + r >= rows_per_b || !p.causal) return kv_len;
+      return int(visible_keys(kv_len, p.s_q, (row0 + r) / p.num_heads, 0).end);
+    };
+    const int end_lo = row_end(w.r_lo), end_hi = row_end(w.r_hi);
+    const int min_end = min(end_lo, end_hi);
+    // Tile u needs masking when it reaches past some row's end in this warp.
+    auto needs_mask = [&](int u) { return gpu::any((u + 1) * kMlaWgKeys > min_end); };
+    MlaRowPair m{-INFINITY, -INFINITY};  // running max (log2 domain) at the start of a pair
+    MlaRowPair l{0.f, 0.f};              // this thread's share of the running sums
+    bool bad = false;                    // a page id of this warpgroup's tiles was out of range
+    float o[128];
+#pragma unroll
+    for (int i = 0; i < 128; ++i) o[i] = 0.f;
+    float sacc[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) sacc[i] = 0.f;
+
+    // Each warpgroup's first S; later ones are issued at the end of the previous pair.
+    if (tiles.begin + wg < tiles.end) {
+      // (buffer index as a constant in each branch: the group order depends on it)
+      if (wg == 0) bad |= w.issue_scores(sacc, 0, uses[0] & 1);
+      else bad |= w.issue_scores(sacc, 1, uses[1] & 1);
+      w.wait_scores(sacc);
+    }
+    for (int u = tiles.begin; u < tiles.end; u += 2) {
+      const bool has1 = u + 1 < tiles.end;
+      const bool next0 = u + 2 < tiles.end, next1 = u + 3 < tiles.end;  // the next pair's tiles
+      ++uses[0];
+      if (has1) ++uses[1];
+      uint32_t pa[16];  // this warpgroup's P as A fragments
+      if (wg == 0) {
+        const MlaRowPair m0 = w.max_of(m, w.tile_max(sacc, u, needs_mask(u), end_lo, end_hi));
+        const MlaRowPair sum = w.probabilities(sacc, m0, pa);
+        w.publish_max(m0, kMlaBarM0);
+        const MlaRowPair c = w.rescale(m, m0);
+        l = {l.lo * c.lo + sum.lo, l.hi * c.hi + sum.hi};
+        w.scale_o(o, c);
+#pragma unroll
+        for (int i = 0; i < 16; ++i) reg_fence(pa[i]);
+        w.zero_v_tail(0, u, kv_len);
+        wgmma_fence();
+        w.pv_from_regs(o, pa, 0);  // O_L += P0 V0_L
+        wgmma_commit();
+        wgmma_wait<0>();
+        w.settle_o(o);
+        w.release(0, kGroupL);
+        named_barrier_sync(kMlaBarP1, kMlaComputeThreads);  // warpgroup 1 published m1 and P1
+        const MlaRowPair m1{w.peer_max[0], w.peer_max[1]};
+        const MlaRowPair c1 = w.rescale(m0, m1);
+        // P0 was made against m0; warpgroup 1 adds it to O_R, which is at m1.
+        if (gpu::any(c1.lo != 1.f || c1.hi != 1.f)) {
+#pragma unroll
+          for (int i = 0; i < 16; ++i) pa[i] = scale_pack2<T>(pa[i], (i % 2) == 0 ? c1.lo : c1.hi);
+        }
+        w.store_p(0, pa);  // over K0's rope block: S0 is done with it
+        named_barrier_arrive(kMlaBarP0, kMlaComputeThreads);
+        l = {l.lo * c1.lo, l.hi * c1.hi};
+        w.scale_o(o, c1);
+        if (has1) {
+          w.zero_v_tail(1, u + 1, kv_len);  // (warpgroup 1's S1 is done with it)
+          wgmma_fence();
+          w.pv_from_smem(o, 1);  // O_L += P1 V1_L
+          wgmma_commit();
+          // Buffer 1's L and rope go back to the loader before this warpgroup may block on the
+          // next S0's refills: warpgroup 1's next S1 waits on them.
+          wgmma_wait<0>();
+          w.settle_o(o);
+          w.release(1, kGroupL);
+          w.release(1, kGroupRope);  // P1 was there
+        }
+        if (next0) bad |= w.issue_scores(sacc, 0, uses[0] & 1);
+        w.wait_scores(sacc);
+        m = m1;
+      } else {
+        MlaRowPair mx{-INFINITY, -INFINITY};
+        if (has1) mx = w.tile_max(sacc, u + 1, needs_mask(u + 1), end_lo, end_hi);
+        named_barrier_sync(kMlaBarM0, kMlaComputeThreads);  // warpgroup 0 published m0
+        const MlaRowPair m1 = w.max_of(MlaRowPair{w.peer_max[0], w.peer_max[1]}, mx);
+        MlaRowPair sum{0.f, 0.f};
+        if (has1) {
+          sum = w.probabilities(sacc, m1, pa);
+          w.store_p(1, pa);  // over K1's rope block: S1 is done with it
+        }
+        w.publish_max(m1, kMlaBarP1);
+        const MlaRowPair c = w.rescale(m, m1);
+        l = {l.lo * c.lo + sum.lo, l.hi * c.hi + sum.hi};
+        w.scale_o(o, c);
+        if (has1) {
+#pragma unroll
+          for (int i = 0; i < 16; ++i) reg_fence(pa[i]);
+          w.zero_v_tail(1, u + 1, kv_len);
+          wgmma_fence();
+          w.pv_from_regs(o, pa, 1);  // O_R += P1 V1_R
+          wgmma_commit();
+        }
+        named_barrier_sync(kMlaBarP0, kMlaComputeThreads);  // warpgroup 0 stored P0 at m1
+        w.zero_v_tail(0, u, kv_len);                    // (warpgroup 0's S0 is done with it)
+        wgmma_fence();
+        w.pv_from_smem(o, 0);  // O_R += P0 V0_R
+        wgmma_commit();
+        if (has1) {
+          wgmma_wait<1>();
+          w.release(1, kGroupR);
+        }
+        wgmma_wait<0>();
+        w.settle_o(o);
+        w.release(0, kGroupR);
+        w.release(0, kGroupRope);  // P0 was there
+        if (next1) {
+          bad |= w.issue_scores(sacc, 1, uses[1] & 1);
+          w.wait_scores(sacc);
+        }
+        m = m1;
+      }
+    }
+
+    // Warpgroup 0 passed the last pair's P1 barrier, so both warpgroups' last S is done: fetch
+    // the next sequence's queries now, behind the epilogue (inside the pair loop the address
+    // math made the compute warpgroups spill).
+    if (wg == 0 && q_in_flight) w.load_queries(b + 1, tw, 128);
+
+    // Epilogue: the row sums are the two warpgroups' shares (both against the same final max);
+    // a corrupt page seen by either warpgroup poisons the whole sequence.
+    mla_store_sequence(w, s, part, b, l, m, o, bad, ws_out, ws_lse);
+  }
+#endif
+}
+
+}  // namespace jaxpaged

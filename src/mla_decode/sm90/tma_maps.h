@@ -1,0 +1,36 @@
+// The copy engine's maps of the MLA cache for the Hopper kernel's TMA loader (host side: built
+// per call by the handler, passed to the kernel as a __grid_constant__ parameter).
+#pragma once
+
+#include <cuda.h>  // CUtensorMap
+
+#include <type_traits>
+
+#include "common/sm90/tensor_map_host.h"
+#include "gpu_vendor.h"
+#include "mla_decode/params.h"
+#include "mla_decode/workspace.h"
+
+namespace jaxpaged {
+
+// ckv as [pages][page_size][512] and kpe as [pages][page_size][64], boxes of 64 tokens x 64 columns.
+struct MlaTmaMaps {
+  CUtensorMap ckv, kpe;
+};
+
+// The maps of the call's cache (ckv and kpe with the call's strides). TMA needs pages of >= 64
+// tokens (a tile is then one box per column block); false otherwise or if the driver refuses a map.
+template <typename T>
+bool make_tma_maps(const MlaDecodeParams& p, MlaTmaMaps* maps) {
+  if (p.page_size < kMlaTileKeys || p.num_pages < 1) return false;
+  constexpr bool bf16 = std::is_same<T, gpu_bf16>::value;
+  const uint64_t e = sizeof(T);
+  const uint32_t box[3] = {64, uint32_t(kMlaTileKeys), 1};
+  const uint64_t pages = uint64_t(p.num_pages), slots = uint64_t(p.page_size);
+  return encode_tensor_map_3d(&maps->ckv, bf16, p.ckv, {uint64_t(kMlaLatentDim), slots, pages},
+                              {uint64_t(p.ckv_slot_stride) * e, uint64_t(p.ckv_page_stride) * e}, box) &&
+         encode_tensor_map_3d(&maps->kpe, bf16, p.kpe, {uint64_t(kMlaRopeDim), slots, pages},
+                              {uint64_t(p.kpe_slot_stride) * e, uint64_t(p.kpe_page_stride) * e}, box);
+}
+
+}  // namespace jaxpaged

@@ -1,0 +1,24 @@
+// The paged-attention launchers the GPU handler picks from. Each is defined in its own
+// translation unit (sm80/tiles.cu.in, one per instance; schedule.cu), so the kernels build in
+// parallel and a new variant is a new instance, not an edit of the handler.
+#pragma once
+
+#include "common/ffi_helpers.h"
+#include "gpu_vendor.h"
+#include "paged_attention/params.h"
+#include "paged_attention/workspace.h"
+
+namespace jaxpaged {
+
+// Lists the call's tiles on the device (and clears padding rows) into the front of the workspace.
+template <typename T>
+ffi::Error launch_paged_schedule(const PagedAttentionParams& p, const PagedWorkspace& w, float* ws,
+                                 int splits, gpuStream_t stream);
+
+// The tile kernel for head dim D (LARGE: with the 64-row prefill tiles), then the merge of KV
+// splits; runs the schedule first. sm80/launch_tiles.cuh.
+template <typename T, int D, bool LARGE>
+ffi::Error launch_paged_tiles(const PagedAttentionParams& p, const PagedWorkspace& w, float* ws,
+                              gpuStream_t stream);
+
+}  // namespace jaxpaged

@@ -1,0 +1,44 @@
+// The launcher of one tile-kernel instance (included by one generated translation unit per
+// instance, sm80/tiles.cu.in): the KV split count, the tile list, the kernel, the split merge.
+#pragma once
+
+#include "common/combine_splits.h"
+#include "common/gpu_launch.h"
+#include "paged_attention/launch.h"
+#include "paged_attention/sm80/tile_kernel.cuh"
+#include "paged_attention/tile_schedule.cuh"
+
+namespace jaxpaged {
+
+template <typename T, int D, bool LARGE>
+ffi::Error launch_paged_tiles(const PagedAttentionParams& p, const PagedWorkspace& w, float* ws,
+                              gpuStream_t stream) {
+  using C = TileConfig<D, LARGE>;
+  const int64_t group = p.num_q_heads / p.num_kv_heads;
+  const int64_t rows = p.num_tokens * p.num_q_heads;
+  if (w.list_capacity >= kLargeTileFlag) {
+    return ffi::Error::InvalidArgument("jaxpaged: paged_attention has more tiles than a tile word holds");
+  }
+  const int32_t* work = reinterpret_cast<const int32_t*>(ws);
+  // Pure decode knows its tile count (every sequence has `group` rows); a ragged call launches for
+  // the list's capacity and blocks past the list's end return at once.
+  const int64_t tiles = p.decode_only ? p.num_seqs * tiles_of_rows(group) : w.list_capacity;
+  const int64_t blocks = tiles * p.num_kv_heads;
+  if (blocks > 0x7FFFFFFF) {
+    return ffi::Error::InvalidArgument("jaxpaged: paged_attention needs more thread blocks than a grid holds (2^31 - 1)");
+  }
+  auto kernel = paged_tile_kernel<T, D, LARGE>;
+  JP_RETURN_IF_ERROR(allow_smem(kernel, C::kSmemBytes, "paged_tile_kernel (shared memory size)"));
+  const int splits = choose_kv_splits(blocks, w.split_cap, p.max_pages * p.page_size, 256,
+                                      resident_blocks(kernel, kTileThreads, C::kSmemBytes));
+  float* ws_out = ws + w.list_floats;
+  float* ws_lse = ws_out + int64_t(splits) * rows * D;
+  JP_RETURN_IF_ERROR(launch_paged_schedule<T>(p, w, ws, splits, stream));
+  kernel<<<dim3(unsigned(blocks), unsigned(splits)), kTileThreads, C::kSmemBytes, stream>>>(
+      p, page_shift_of(p.page_size), work, ws_out, ws_lse);
+  JP_RETURN_IF_ERROR(last_launch_error("paged_tile_kernel"));
+  if (splits == 1) return ffi::Error::Success();
+  return launch_combine_splits<T>(ws_out, ws_lse, splits, rows, D, static_cast<T*>(p.out), p.lse, stream);
+}
+
+}  // namespace jaxpaged

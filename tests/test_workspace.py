@@ -1,0 +1,91 @@
+"""The GPU workspace comes from C++ alone: the lowered call's extra result is exactly the size the
+extension computes for the device, and the MLA op reserves only its own path's share."""
+
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxpaged
+from jaxpaged import _extension
+
+ON_GPU = jax.default_backend() == "gpu"
+
+
+def custom_call_results(fn, *args) -> list[list[int]]:
+    """Result shapes of the jaxpaged custom call in fn's lowered StableHLO."""
+    text = jax.jit(fn).lower(*args).as_text()
+    line = next(l for l in text.splitlines() if "stablehlo.custom_call @jaxpaged_" in l)
+    results = line.rsplit("->", 1)[1]
+    return [[int(d) for d in dims.split("x")[:-1]] for dims in re.findall(r"tensor<([0-9x]+\w+)>", results)]
+
+
+def mla_args(batch, heads, ctx, page):
+    pages = batch * ctx // page
+    return (jax.ShapeDtypeStruct((batch, 1, heads, 512), jnp.bfloat16),
+            jax.ShapeDtypeStruct((batch, 1, heads, 64), jnp.bfloat16),
+            jax.ShapeDtypeStruct((pages, page, 576), jnp.bfloat16), None,
+            jax.ShapeDtypeStruct((batch,), jnp.int32),
+            jax.ShapeDtypeStruct((batch, ctx // page), jnp.int32))
+
+
+def paged_args(tokens, hq, hkv, dim, seqs, max_pages, page):
+    return (jax.ShapeDtypeStruct((tokens, hq, dim), jnp.bfloat16),
+            jax.ShapeDtypeStruct((seqs * max_pages, page, hkv, dim), jnp.bfloat16),
+            jax.ShapeDtypeStruct((seqs * max_pages, page, hkv, dim), jnp.bfloat16),
+            jax.ShapeDtypeStruct((seqs,), jnp.int32), jax.ShapeDtypeStruct((seqs, max_pages), jnp.int32),
+            jax.ShapeDtypeStruct((seqs + 1,), jnp.int32))
+
+
+def mla(q_nope, q_pe, ckv, kpe, lens, table):
+    return jaxpaged.mla_decode(q_nope, q_pe, ckv, kpe, lens, table, scale=0.1)
+
+
+@pytest.mark.skipif(ON_GPU, reason="the CPU call has no workspace")
+def test_cpu_call_has_no_workspace():
+    args = mla_args(batch=2, heads=16, ctx=256, page=64)
+    assert custom_call_results(mla, *args) == [[2, 1, 16, 512], [2, 1, 16]]
+
+
+def test_extension_sizes_paged_workspace():
+    # T = 64 tokens of GQA group 4 (one per sequence), 4096 keys of room: a 2-word header and
+    # ceil(64 * 4 / 64) + 64 list entries (two words each), then up to
+    # min(ceil(4096 / (64 * 8)), 64, 4096 / 128) = 8 splits of 64 x 32 rows x (128 + 1) floats.
+    nbytes = _extension.paged_attention_workspace_bytes(
+        num_tokens=64, num_q_heads=32, num_kv_heads=8, head_dim=128, num_seqs=64, max_pages=256,
+        page_size=16, device=-1)
+    assert nbytes == 4 * (2 * (4 + 64 + 1) + 8 * 64 * 32 * 129)
+
+
+@pytest.mark.skipif(not ON_GPU, reason="GPU lowering only")
+@pytest.mark.parametrize("batch,heads,ctx", [(64, 128, 4096), (1, 128, 32768), (128, 16, 4096)])
+def test_mla_workspace_is_the_devices_path(batch, heads, ctx):
+    device = jax.devices()[0]
+    args = mla_args(batch, heads, ctx, page=64)
+    results = custom_call_results(mla, *args)
+    assert len(results) == 3  # out, lse, workspace
+    nbytes = _extension.mla_decode_workspace_bytes(
+        batch=batch, s_q=1, num_heads=heads, max_pages=ctx // 64, page_size=64, device=device.local_hardware_id)
+    assert results[2] == [max(-(-nbytes // 4), 1)]
+    print(f"mla_decode B={batch} Hq={heads} L={ctx} on {device.device_kind}: workspace "
+          f"{results[2][0] * 4 / 2**20:.2f} MiB")
+    sms = getattr(device, "core_count", None)
+    if sms and getattr(device, "compute_capability", "").startswith("9"):
+        # The Hopper path: schedule + two partial results per partition (<= 160 partitions) and
+        # row; never the sm_80 path's split buffers.
+        rows = heads
+        parts = max(1, min(sms, 160) // -(-rows // 64))
+        schedule = -(-(2 + 2 * parts + 3 * batch) // 4) * 4
+        assert results[2][0] == schedule + 2 * parts * rows * 513
+
+
+@pytest.mark.skipif(not ON_GPU, reason="GPU lowering only")
+def test_paged_workspace_matches_extension():
+    args = paged_args(tokens=8, hq=8, hkv=2, dim=128, seqs=4, max_pages=16, page=16)
+    results = custom_call_results(jaxpaged.paged_attention, *args)
+    nbytes = _extension.paged_attention_workspace_bytes(
+        num_tokens=8, num_q_heads=8, num_kv_heads=2, head_dim=128, num_seqs=4, max_pages=16, page_size=16,
+        device=jax.devices()[0].local_hardware_id)
+    assert results[2] == [nbytes // 4]

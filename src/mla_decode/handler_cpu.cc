@@ -1,9 +1,8 @@
 // CPU handler for MLA decode: exact semantics in plain C++ with float32 accumulation.
 // Each cached token is converted to float once per batch row and shared by all query heads.
-#include <cmath>
-#include <limits>
 #include <vector>
 
+#include "common/host_softmax.h"
 #include "common/masking.h"
 #include "mla_decode/ffi_binding.h"
 
@@ -13,9 +12,8 @@ namespace {
 void mla_decode_cpu(const MlaDecodeParams& p, Dtype dt) {
   constexpr int64_t DL = kMlaLatentDim, DR = kMlaRopeDim;
   const int64_t capacity = p.max_pages * p.page_size;
-  const float inf = std::numeric_limits<float>::infinity();
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  std::vector<float> latent, rope, scores, acc(DL), qn(DL), qr(DR);
+  HostSoftmax softmax(DL);
+  std::vector<float> latent, rope, qn(DL), qr(DR);
 
   for (int64_t b = 0; b < p.batch; ++b) {
     const int64_t kv_len = clamp_kv_len(p.kv_lens[b], capacity);
@@ -39,30 +37,18 @@ void mla_decode_cpu(const MlaDecodeParams& p, Dtype dt) {
       for (int64_t h = 0; h < p.num_heads; ++h) {
         const int64_t row = (b * p.s_q + i) * p.num_heads + h;
         if (bad_page || n == 0) {
-          for (int64_t d = 0; d < DL; ++d) store_float(p.out, row * DL + d, bad_page ? nan : 0.f, dt);
-          p.lse[row] = bad_page ? nan : -inf;
+          softmax.empty_row(bad_page, p.out, row, p.lse, dt);
           continue;
         }
         for (int64_t d = 0; d < DL; ++d) qn[d] = load_float(p.q_nope, row * DL + d, dt);
         for (int64_t d = 0; d < DR; ++d) qr[d] = load_float(p.q_pe, row * DR + d, dt);
-        scores.resize(n);
-        float m = -inf;
-        for (int64_t j = 0; j < n; ++j) {
+        const auto score = [&](int64_t j) {
           float dot = 0.f;
           for (int64_t d = 0; d < DL; ++d) dot += qn[d] * latent[j * DL + d];
           for (int64_t d = 0; d < DR; ++d) dot += qr[d] * rope[j * DR + d];
-          scores[j] = dot * p.scale;
-          m = std::fmax(m, scores[j]);
-        }
-        float l = 0.f;
-        std::fill(acc.begin(), acc.end(), 0.f);
-        for (int64_t j = 0; j < n; ++j) {
-          const float w = std::exp(scores[j] - m);
-          l += w;
-          for (int64_t d = 0; d < DL; ++d) acc[d] += w * latent[j * DL + d];
-        }
-        for (int64_t d = 0; d < DL; ++d) store_float(p.out, row * DL + d, acc[d] / l, dt);
-        p.lse[row] = m + std::log(l);
+          return dot * p.scale;
+        };
+        softmax.row(n, score, latent.data(), p.out, row, p.lse, dt);
       }
     }
   }

@@ -1,10 +1,9 @@
 // CPU handler for paged attention: the exact semantics in plain C++, float32 accumulation.
 // It makes the real FFI path testable without a GPU; speed is secondary (two-pass softmax,
 // K/V rows converted to float once per (row, kv head) and reused by the whole query group).
-#include <cmath>
-#include <limits>
 #include <vector>
 
+#include "common/host_softmax.h"
 #include "common/masking.h"
 #include "paged_attention/ffi_binding.h"
 
@@ -14,9 +13,8 @@ namespace {
 void paged_attention_cpu(const PagedAttentionParams& p, Dtype dt) {
   const int64_t H = p.num_q_heads, D = p.head_dim, G = p.num_q_heads / p.num_kv_heads;
   const int64_t capacity = p.max_pages * p.page_size;
-  const float inf = std::numeric_limits<float>::infinity();
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  std::vector<float> keys, vals, scores, acc(D);
+  HostSoftmax softmax(D);
+  std::vector<float> keys, vals;
 
   for (int64_t t = 0; t < p.num_tokens; ++t) {
     int64_t s = t, q_begin = t, q_len = 1;
@@ -54,29 +52,17 @@ void paged_attention_cpu(const PagedAttentionParams& p, Dtype dt) {
       for (int64_t h = kvh * G; h < (kvh + 1) * G; ++h) {
         const int64_t row = t * H + h;
         if (bad_page || n == 0) {
-          for (int64_t d = 0; d < D; ++d) store_float(p.out, row * D + d, bad_page ? nan : 0.f, dt);
-          p.lse[row] = bad_page ? nan : -inf;
+          softmax.empty_row(bad_page, p.out, row, p.lse, dt);
           continue;
         }
         std::vector<float> qf(D);
         for (int64_t d = 0; d < D; ++d) qf[d] = load_float(p.q, row * D + d, dt);
-        scores.resize(n);
-        float m = -inf;
-        for (int64_t i = 0; i < n; ++i) {
+        const auto score = [&](int64_t i) {
           float dot = 0.f;
           for (int64_t d = 0; d < D; ++d) dot += qf[d] * keys[i * D + d];
-          scores[i] = apply_soft_cap(dot * p.scale, p.soft_cap);
-          m = std::fmax(m, scores[i]);
-        }
-        float l = 0.f;
-        std::fill(acc.begin(), acc.end(), 0.f);
-        for (int64_t i = 0; i < n; ++i) {
-          const float w = std::exp(scores[i] - m);
-          l += w;
-          for (int64_t d = 0; d < D; ++d) acc[d] += w * vals[i * D + d];
-        }
-        for (int64_t d = 0; d < D; ++d) store_float(p.out, row * D + d, acc[d] / l, dt);
-        p.lse[row] = m + std::log(l);
+          return apply_soft_cap(dot * p.scale, p.soft_cap);
+        };
+        softmax.row(n, score, vals.data(), p.out, row, p.lse, dt);
       }
     }
   }

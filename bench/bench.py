@@ -17,7 +17,6 @@ import functools
 import json
 import math
 import os
-import time
 
 import jax
 import jax.numpy as jnp
@@ -25,6 +24,7 @@ import numpy as np
 
 import jaxpaged
 from jaxpaged import reference
+from jaxpaged._timing import burst_ms, device_ms
 
 
 @dataclasses.dataclass
@@ -73,46 +73,6 @@ CONFIGS = [
     Mla("mla_h128_b1_ctx32k", batch=1, ctx=32768),
     Mla("mla_h128_varlen_b128", batch=128, ctx=16384, varlen=(256, 16384)),
 ]
-
-
-def _burst_s(fn, args, calls: int) -> tuple[float, float]:
-    """Seconds for `calls` back-to-back dispatches then one sync, and for the dispatches alone."""
-    start = time.perf_counter()
-    for _ in range(calls):
-        out = fn(*args)
-    dispatched = time.perf_counter()
-    jax.block_until_ready(out)
-    return time.perf_counter() - start, dispatched - start
-
-
-def device_ms(fn, *args, calls: int = 10, reps: int = 9) -> float:
-    """Steady-state time per call in ms, as in a serving loop that keeps the GPU fed.
-
-    A burst of n back-to-back calls then one sync costs n x (time per call) plus a fixed part: the
-    first call's dispatch latency before the GPU starts, and the final sync (about 0.3 ms on the
-    H100 machine, i.e. 30 us per call in a 10-call burst). So each sample times a burst of `calls`
-    and one of 4 x `calls`, and takes the difference over the 3 x `calls` extra calls; the median
-    over reps rejects outliers. If dispatching alone takes as long as the GPU work (a tiny op), the
-    result is the host's dispatch rate, and a warning says so.
-    """
-    for _ in range(3):
-        jax.block_until_ready(fn(*args))
-    samples, host_bound = [], 0
-    for _ in range(reps):
-        short, _ = _burst_s(fn, args, calls)
-        long, dispatch = _burst_s(fn, args, 4 * calls)
-        per_call = (long - short) / (3 * calls)
-        host_bound += dispatch / (4 * calls) > 0.9 * per_call
-        samples.append(per_call * 1e3)
-    if host_bound > reps // 2:
-        print(f"  warning: {getattr(fn, '__name__', 'fn')}: host dispatch is as slow as the GPU work; "
-              "the time is the dispatch rate")
-    return float(np.median(samples))
-
-
-def burst_ms(fn, *args, calls: int = 10, reps: int = 9) -> float:
-    """The pre-session-5 measure: median of (10 back-to-back calls + sync) / 10, fixed part included."""
-    return float(np.median([_burst_s(fn, args, calls)[0] * 1e3 / calls for _ in range(reps)]))
 
 
 def copy_bandwidth_GBps() -> float:

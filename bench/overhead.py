@@ -12,8 +12,9 @@ import sys
 import jax
 import jax.numpy as jnp
 
+from jaxpaged._timing import burst_ms, device_ms
+
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-import bench  # noqa: E402
 from profile_one import op_and_args  # noqa: E402
 
 
@@ -21,10 +22,10 @@ def main(names):
     null = jax.jit(lambda x: x + 1)
     x = jnp.zeros((8,), jnp.float32)
     print(f"{'what':40s} {'10-call burst':>14s} {'steady state':>14s}  (ms per call)")
-    print(f"{'trivial jit (x + 1)':40s} {bench.burst_ms(null, x):14.4f} {bench.device_ms(null, x):14.4f}")
+    print(f"{'trivial jit (x + 1)':40s} {burst_ms(null, x):14.4f} {device_ms(null, x):14.4f}")
     for name in names:
         fn, args = op_and_args(name)
-        print(f"{name:40s} {bench.burst_ms(fn, *args):14.4f} {bench.device_ms(fn, *args):14.4f}")
+        print(f"{name:40s} {burst_ms(fn, *args):14.4f} {device_ms(fn, *args):14.4f}")
 
 
 if __name__ == "__main__":

@@ -8,11 +8,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxpaged import _inputs
+
 ON_GPU = jax.default_backend() == "gpu"
 # 16-bit floats everywhere; float32 only where it is supported (the CPU handlers).
 DTYPES = ["bfloat16", "float16"] + ([] if ON_GPU else ["float32"])
 # Values that must never reach an output: unused cache rows hold NaN, unused table entries junk.
 JUNK_PAGE_IDS = np.array([2**31 - 1, -7, 1 << 20], np.int32)
+# At least one unused (junk) table entry per row, and NaN in the cache rows no sequence owns.
+_POISON = dict(spare_entries=1, junk_ids=JUNK_PAGE_IDS, poisoned=True)
 
 TOLERANCE = {  # (atol, rtol) on the output; lse is float32 math on both sides
     "float32": (2e-5, 2e-5),
@@ -32,35 +36,6 @@ def assert_close(out, ref, dtype: str, what: str = "out"):
     np.testing.assert_allclose(out[finite], ref[finite], atol=atol, rtol=rtol, err_msg=what)
 
 
-def _page_pool(rng, lens, page_size, spare_pages):
-    """Shuffled page ids for each sequence, the table (junk past each sequence's pages), pool size."""
-    need = [-(-L // page_size) for L in lens]
-    max_pages = max(need + [1]) + 1  # at least one unused entry per row
-    num_pages = sum(need) + spare_pages
-    ids = rng.permutation(num_pages).astype(np.int32)
-    table = rng.choice(JUNK_PAGE_IDS, size=(len(lens), max_pages)).astype(np.int32)
-    used = np.zeros(num_pages, bool)
-    pos = 0
-    for s, n in enumerate(need):
-        table[s, :n] = ids[pos:pos + n]
-        used[ids[pos:pos + n]] = True
-        pos += n
-    return table, num_pages, used
-
-
-def _poison(cache, used_pages, lens, table, page_size, slot_axis):
-    """NaN into every cache row no sequence owns: unused pages and the tail of partial pages."""
-    cache = cache.copy()
-    cache[~used_pages] = np.nan
-    for s, L in enumerate(lens):
-        if L % page_size:
-            page = table[s, L // page_size]
-            idx = [page, slice(None), slice(None), slice(None)][: cache.ndim]
-            idx[slot_axis] = slice(L % page_size, None)
-            cache[tuple(idx)] = np.nan
-    return cache
-
-
 @dataclasses.dataclass
 class PagedCase:
     q: jax.Array
@@ -76,18 +51,10 @@ class PagedCase:
 
 def paged_case(rng, *, q_lens, kv_lens, num_q_heads, num_kv_heads, head_dim, page_size, dtype,
                kv_layout="NHD", pad_rows=0, decode=False, spare_pages=3) -> PagedCase:
-    table, num_pages, used = _page_pool(rng, kv_lens, page_size, spare_pages)
-    shape = (num_pages, page_size, num_kv_heads, head_dim)
-    k = rng.standard_normal(shape, np.float32)
-    v = rng.standard_normal(shape, np.float32)
-    k, v = (_poison(x, used, kv_lens, table, page_size, slot_axis=1) for x in (k, v))
-    if kv_layout == "HND":
-        k, v = k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3)
-    num_tokens = sum(q_lens) + pad_rows
-    q = rng.standard_normal((num_tokens, num_q_heads, head_dim), np.float32)
-    cu = None if decode else jnp.asarray(np.concatenate([[0], np.cumsum(q_lens)]), jnp.int32)
-    to = lambda x: jnp.asarray(x, dtype)
-    return PagedCase(to(q), to(k), to(v), jnp.asarray(kv_lens, jnp.int32), jnp.asarray(table), cu)
+    return PagedCase(*_inputs.paged_inputs(
+        rng, q_lens=q_lens, kv_lens=kv_lens, num_q_heads=num_q_heads, num_kv_heads=num_kv_heads,
+        head_dim=head_dim, page_size=page_size, dtype=dtype, kv_layout=kv_layout, pad_rows=pad_rows,
+        decode=decode, spare_pages=spare_pages, **_POISON))
 
 
 @dataclasses.dataclass
@@ -104,15 +71,6 @@ class MlaCase:
 
 
 def mla_case(rng, *, kv_lens, s_q, num_heads, page_size, dtype, combined, spare_pages=2) -> MlaCase:
-    table, num_pages, used = _page_pool(rng, kv_lens, page_size, spare_pages)
-    cache = rng.standard_normal((num_pages, page_size, 576), np.float32)
-    cache = _poison(cache, used, kv_lens, table, page_size, slot_axis=1)
-    batch = len(kv_lens)
-    q_nope = rng.standard_normal((batch, s_q, num_heads, 512), np.float32)
-    q_pe = rng.standard_normal((batch, s_q, num_heads, 64), np.float32)
-    to = lambda x: jnp.asarray(x, dtype)
-    if combined:
-        ckv, kpe = to(cache), None
-    else:
-        ckv, kpe = to(cache[..., :512]), to(cache[..., 512:])
-    return MlaCase(to(q_nope), to(q_pe), ckv, kpe, jnp.asarray(kv_lens, jnp.int32), jnp.asarray(table))
+    return MlaCase(*_inputs.mla_inputs(rng, kv_lens=kv_lens, s_q=s_q, num_heads=num_heads,
+                                       page_size=page_size, dtype=dtype, combined=combined,
+                                       spare_pages=spare_pages, **_POISON))

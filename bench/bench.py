@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxpaged
-from jaxpaged import reference
+from jaxpaged import _inputs, reference
 from jaxpaged._timing import burst_ms, device_ms
 
 
@@ -83,18 +83,6 @@ def copy_bandwidth_GBps() -> float:
     return 2 * x.size * 4 / ms / 1e6
 
 
-def _table(rng, lens, page, extra_pages=0):
-    need = [-(-int(L) // page) for L in lens]
-    max_pages = max(need)
-    ids = rng.permutation(sum(need) + extra_pages).astype(np.int32)
-    table = np.zeros((len(lens), max_pages), np.int32)
-    pos = 0
-    for s, n in enumerate(need):
-        table[s, :n] = ids[pos:pos + n]
-        pos += n
-    return table, sum(need) + extra_pages
-
-
 def paged_inputs(cfg: Paged, rng):
     if cfg.prefill:
         chunks, chunk_len, chunk_ctx = cfg.prefill
@@ -104,13 +92,9 @@ def paged_inputs(cfg: Paged, rng):
         q_lens = [1] * cfg.batch
         kv_lens = (rng.integers(cfg.varlen[0], cfg.varlen[1] + 1, cfg.batch) if cfg.varlen
                    else [cfg.ctx] * cfg.batch)
-    table, num_pages = _table(rng, kv_lens, cfg.page)
-    shape = (num_pages, cfg.page, cfg.hkv, cfg.dim)
-    dt = jnp.bfloat16
-    k = jax.random.normal(jax.random.key(int(rng.integers(1 << 30))), shape, dt)
-    v = jax.random.normal(jax.random.key(int(rng.integers(1 << 30))), shape, dt)
-    q = jnp.asarray(rng.standard_normal((sum(q_lens), cfg.hq, cfg.dim)), dt)
-    cu = jnp.asarray(np.concatenate([[0], np.cumsum(q_lens)]), jnp.int32) if cfg.prefill else None
+    args = _inputs.paged_inputs(rng, q_lens=q_lens, kv_lens=kv_lens, num_q_heads=cfg.hq, num_kv_heads=cfg.hkv,
+                                head_dim=cfg.dim, page_size=cfg.page, dtype=jnp.bfloat16,
+                                decode=not cfg.prefill, on_device=True)
     lens = np.asarray(kv_lens, np.int64)
     read = np.minimum(lens, cfg.window) if cfg.window else lens
     kv_bytes = int(read.sum()) * cfg.hkv * cfg.dim * 2 * 2
@@ -119,7 +103,7 @@ def paged_inputs(cfg: Paged, rng):
     for ql, L in zip(q_lens, kv_lens):
         seen = sum(min(L, L - ql + p + 1) for p in range(ql)) if ql > 1 else min(L, cfg.window or L)
         flops += 4 * cfg.dim * cfg.hq * seen
-    return (q, k, v, jnp.asarray(kv_lens, jnp.int32), jnp.asarray(table), cu), kv_bytes, flops
+    return args, kv_bytes, flops
 
 
 def pallas_paged(cfg: Paged, args):
@@ -146,16 +130,12 @@ def pallas_paged(cfg: Paged, args):
 def mla_inputs(cfg: Mla, rng):
     lens = (rng.integers(cfg.varlen[0], cfg.varlen[1] + 1, cfg.batch) if cfg.varlen
             else np.full(cfg.batch, cfg.ctx))
-    table, num_pages = _table(rng, lens, cfg.page)
-    dt = jnp.bfloat16
-    cache = jax.random.normal(jax.random.key(int(rng.integers(1 << 30))), (num_pages, cfg.page, 576), dt)
-    q_nope = jnp.asarray(rng.standard_normal((cfg.batch, cfg.s_q, cfg.heads, 512)), dt)
-    q_pe = jnp.asarray(rng.standard_normal((cfg.batch, cfg.s_q, cfg.heads, 64)), dt)
-    ckv, kpe = (cache, None) if cfg.combined else (cache[..., :512], cache[..., 512:])
+    args = _inputs.mla_inputs(rng, kv_lens=lens, s_q=cfg.s_q, num_heads=cfg.heads, page_size=cfg.page,
+                              dtype=jnp.bfloat16, combined=cfg.combined, on_device=True)
     kv_bytes = int(lens.sum()) * 576 * 2
     seen = sum(int(L) - (cfg.s_q - 1 - i if cfg.causal else 0) for L in lens for i in range(cfg.s_q))
     flops = 2 * (576 + 512) * cfg.heads * seen
-    return (q_nope, q_pe, ckv, kpe, jnp.asarray(lens, jnp.int32), jnp.asarray(table)), kv_bytes, flops
+    return args, kv_bytes, flops
 
 
 def rel_err(out, ref) -> float:

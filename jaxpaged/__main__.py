@@ -12,30 +12,22 @@ import numpy as np
 
 import jaxpaged
 from jaxpaged import reference
+from jaxpaged._inputs import mla_inputs, paged_inputs
 from jaxpaged._timing import median_ms
 
 
 def _paged_inputs(rng, batch, ctx, hq, hkv, dim, page, dtype):
-    pages_per_seq = ctx // page
-    num_pages = batch * pages_per_seq
-    table = rng.permutation(num_pages).astype(np.int32).reshape(batch, pages_per_seq)
-    shape = (num_pages, page, hkv, dim)
-    q = jnp.asarray(rng.standard_normal((batch, hq, dim)), dtype)
-    k = jnp.asarray(rng.standard_normal(shape), dtype)
-    v = jnp.asarray(rng.standard_normal(shape), dtype)
-    lens = jnp.full((batch,), ctx, jnp.int32)
-    return (q, k, v, lens, jnp.asarray(table)), 2 * k.size * k.dtype.itemsize
+    q, k, v, lens, table, _ = paged_inputs(rng, q_lens=[1] * batch, kv_lens=[ctx] * batch, num_q_heads=hq,
+                                           num_kv_heads=hkv, head_dim=dim, page_size=page, dtype=dtype,
+                                           decode=True, on_device=True)
+    return (q, k, v, lens, table), 2 * k.size * k.dtype.itemsize
 
 
 def _mla_inputs(rng, batch, ctx, heads, page, dtype):
-    pages_per_seq = ctx // page
-    num_pages = batch * pages_per_seq
-    table = rng.permutation(num_pages).astype(np.int32).reshape(batch, pages_per_seq)
-    q_nope = jnp.asarray(rng.standard_normal((batch, 1, heads, 512)), dtype)
-    q_pe = jnp.asarray(rng.standard_normal((batch, 1, heads, 64)), dtype)
-    cache = jnp.asarray(rng.standard_normal((num_pages, page, 576)), dtype)
-    lens = jnp.full((batch,), ctx, jnp.int32)
-    return (q_nope, q_pe, cache, None, lens, jnp.asarray(table)), cache.size * cache.dtype.itemsize
+    args = mla_inputs(rng, kv_lens=[ctx] * batch, s_q=1, num_heads=heads, page_size=page, dtype=dtype,
+                      on_device=True)
+    cache = args[2]
+    return args, cache.size * cache.dtype.itemsize
 
 
 def main(argv=None) -> int:

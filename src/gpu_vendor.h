@@ -34,66 +34,52 @@ using gpuStream_t = cudaStream_t;
 namespace gpu {
 
 // ---------------------------------------------------------------- runtime (host)
+// The vendor's names, then each call written once.
 #if defined(JAXPAGED_VENDOR_HIP)
 using Error = hipError_t;
+using FuncAttributes = hipFuncAttributes;
 constexpr Error kSuccess = hipSuccess;
-inline Error last_error() { return hipGetLastError(); }
-inline const char* error_string(Error e) { return hipGetErrorString(e); }
-inline Error current_device(int* device) { return hipGetDevice(device); }
-inline Error device_count(int* count) { return hipGetDeviceCount(count); }
-inline Error sm_count(int* count, int device) {
-  return hipDeviceGetAttribute(count, hipDeviceAttributeMultiprocessorCount, device);
-}
+constexpr auto kAttrSmCount = hipDeviceAttributeMultiprocessorCount;
+constexpr auto kAttrCcMajor = hipDeviceAttributeComputeCapabilityMajor;
+constexpr auto kFuncAttrMaxDynamicSmem = hipFuncAttributeMaxDynamicSharedMemorySize;
+#define JP_GPU_RT(name) hip##name
+#else
+using Error = cudaError_t;
+using FuncAttributes = cudaFuncAttributes;
+constexpr Error kSuccess = cudaSuccess;
+constexpr auto kAttrSmCount = cudaDevAttrMultiProcessorCount;
+constexpr auto kAttrCcMajor = cudaDevAttrComputeCapabilityMajor;
+constexpr auto kFuncAttrMaxDynamicSmem = cudaFuncAttributeMaxDynamicSharedMemorySize;
+#define JP_GPU_RT(name) cuda##name
+#endif
+
+inline Error last_error() { return JP_GPU_RT(GetLastError)(); }
+inline const char* error_string(Error e) { return JP_GPU_RT(GetErrorString)(e); }
+inline Error current_device(int* device) { return JP_GPU_RT(GetDevice)(device); }
+inline Error device_count(int* count) { return JP_GPU_RT(GetDeviceCount)(count); }
+inline Error sm_count(int* count, int device) { return JP_GPU_RT(DeviceGetAttribute)(count, kAttrSmCount, device); }
 inline Error compute_capability_major(int* major, int device) {
-  return hipDeviceGetAttribute(major, hipDeviceAttributeComputeCapabilityMajor, device);
+  return JP_GPU_RT(DeviceGetAttribute)(major, kAttrCcMajor, device);
 }
+// Dynamic shared memory above 48 KiB must be opted into per kernel.
 template <typename Kernel>
 Error allow_dynamic_smem(Kernel kernel, int bytes) {
-  return hipFuncSetAttribute(reinterpret_cast<const void*>(kernel),
-                             hipFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  return JP_GPU_RT(FuncSetAttribute)(reinterpret_cast<const void*>(kernel), kFuncAttrMaxDynamicSmem, bytes);
 }
 template <typename Kernel>
 Error blocks_per_sm(int* blocks, Kernel kernel, int threads, size_t smem_bytes) {
-  return hipOccupancyMaxActiveBlocksPerMultiprocessor(blocks, kernel, threads, smem_bytes);
+  return JP_GPU_RT(OccupancyMaxActiveBlocksPerMultiprocessor)(blocks, kernel, threads, smem_bytes);
 }
 // The architecture (major * 10 + minor) of the binary the runtime picked for `kernel` on the
 // current device; an error when the build carries no image that runs there.
 template <typename Kernel>
 Error kernel_binary_version(int* version, Kernel kernel) {
-  hipFuncAttributes attr{};
-  const Error e = hipFuncGetAttributes(&attr, reinterpret_cast<const void*>(kernel));
+  FuncAttributes attr{};
+  const Error e = JP_GPU_RT(FuncGetAttributes)(&attr, reinterpret_cast<const void*>(kernel));
   *version = attr.binaryVersion;
   return e;
 }
-#else
-using Error = cudaError_t;
-constexpr Error kSuccess = cudaSuccess;
-inline Error last_error() { return cudaGetLastError(); }
-inline const char* error_string(Error e) { return cudaGetErrorString(e); }
-inline Error current_device(int* device) { return cudaGetDevice(device); }
-inline Error device_count(int* count) { return cudaGetDeviceCount(count); }
-inline Error sm_count(int* count, int device) {
-  return cudaDeviceGetAttribute(count, cudaDevAttrMultiProcessorCount, device);
-}
-inline Error compute_capability_major(int* major, int device) {
-  return cudaDeviceGetAttribute(major, cudaDevAttrComputeCapabilityMajor, device);
-}
-template <typename Kernel>
-Error allow_dynamic_smem(Kernel kernel, int bytes) {
-  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-}
-template <typename Kernel>
-Error blocks_per_sm(int* blocks, Kernel kernel, int threads, size_t smem_bytes) {
-  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, kernel, threads, smem_bytes);
-}
-template <typename Kernel>
-Error kernel_binary_version(int* version, Kernel kernel) {
-  cudaFuncAttributes attr{};
-  const Error e = cudaFuncGetAttributes(&attr, kernel);
-  *version = attr.binaryVersion;
-  return e;
-}
-#endif
+#undef JP_GPU_RT
 
 // ---------------------------------------------------------------- warp intrinsics (device)
 // The kernels assume 32-lane warps (NVIDIA; AMD's RDNA in wave32 mode). A wave-64 (CDNA) port

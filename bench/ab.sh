@@ -5,19 +5,21 @@
 #   mkdir -p abtmp/base && git archive HEAD | tar -x -C abtmp/base   # and carry "abtmp");
 # all are built at once into their own folders, then `bench.py --ours-only` runs ROUNDS times per
 # variant, variants alternating, so drift of the machine shows up as spread rather than as a gain.
+# Each variant runs its own tree's bench/bench.py (the bench may change with the package).
 set -uo pipefail
 ROUNDS=$1
 shift
 VARIANTS=()
 while [[ $# -gt 0 && $1 != -- ]]; do VARIANTS+=("$1"); shift; done
 [[ ${1:-} == -- ]] && shift
-REPO=$(pwd)
 OUT=${OUT:-/tmp/jaxpaged-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 JAXPAGED_CUDA_ARCHS=${JAXPAGED_CUDA_ARCHS:-90a}
 start=$(date +%s)
+declare -A TREE
 for v in "${VARIANTS[@]}"; do
   name=${v%%=*} src=${v#*=}
+  TREE[$name]=$(cd "$src" && pwd)
   python3 -m pip install --no-build-isolation --no-deps --target "/tmp/ab_$name" "$src" \
     > "$OUT/build_$name.log" 2>&1 || echo "BUILD FAILED: $name" &
 done
@@ -28,7 +30,7 @@ for r in $(seq "$ROUNDS"); do
   for v in "${VARIANTS[@]}"; do
     name=${v%%=*}
     echo "== $name round $r" | tee -a "$OUT/ab.log"
-    PYTHONPATH="/tmp/ab_$name" python3 "$REPO/bench/bench.py" --ours-only --out "$OUT/${name}_$r" "$@" 2>&1 \
+    PYTHONPATH="/tmp/ab_$name" python3 "${TREE[$name]}/bench/bench.py" --ours-only --out "$OUT/${name}_$r" "$@" 2>&1 \
       | grep -E "^(mla|decode|mixed)|copy bandwidth|Error|error" | tee -a "$OUT/ab.log"
   done
 done

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-import numpy as np
+import math
+import numbers
+
+import jax
 import jax.numpy as jnp
+import numpy as np
 
 FLOAT_DTYPES = (np.dtype(jnp.bfloat16), np.dtype(np.float16), np.dtype(np.float32))
 INT32 = np.dtype(np.int32)
@@ -34,3 +38,47 @@ def check_int32(name: str, aval, shape: tuple, expected: str) -> None:
 def check_page_size(name: str, page_size: int) -> None:
     if page_size < 1 or page_size > 256 or page_size & (page_size - 1):
         raise ValueError(f"{name}: page_size must be a power of two from 1 to 256; got {page_size}")
+
+
+# Key positions, page ids and row indices are 32-bit in the kernels.
+INT32_MAX = 2**31 - 1
+
+
+def static_number(name: str, value, *, positive: bool = False) -> float:
+    """A finite Python number for an option the kernels take as an attribute."""
+    if isinstance(value, jax.core.Tracer):
+        raise ValueError(f"{name} must be a Python number, not a traced value: mark it static, e.g. "
+                         f"jax.jit(f, static_argnames=({name!r},)), or close over it")
+    is_number = isinstance(value, numbers.Real) or (np.ndim(value) == 0 and hasattr(value, "dtype")
+                                                     and np.issubdtype(value.dtype, np.number))
+    x = float(value) if is_number else math.nan
+    if not math.isfinite(x) or (positive and not x > 0):
+        raise ValueError(f"{name} must be a {'positive ' if positive else ''}finite number; got {value!r}")
+    return x
+
+
+def index_array(name: str, x, *, out_of_range: int | None = None):
+    """x as int32: int32 arrays as they are; other integer dtypes (int64 under jax_enable_x64)
+    cast after mapping values outside int32 to ones with the same meaning (out_of_range where
+    given - an invalid page id - else the nearest int32, for lengths and offsets the ops clamp);
+    Python lists and numpy arrays are converted. Anything else is a ValueError naming x."""
+    if not hasattr(x, "dtype"):  # a Python list, tuple or scalar
+        x = np.asarray(x)
+    dtype = np.dtype(x.dtype)
+    if dtype == INT32:
+        return jnp.asarray(x)
+    if not np.issubdtype(dtype, np.integer):
+        raise ValueError(f"{name} must be int32; got {dtype}")
+    x = jnp.asarray(x)
+    if jnp.iinfo(x.dtype).max <= INT32_MAX and jnp.iinfo(x.dtype).min >= -INT32_MAX - 1:
+        return x.astype(jnp.int32)
+    if out_of_range is None:
+        return jnp.clip(x, -INT32_MAX - 1, INT32_MAX).astype(jnp.int32)
+    return jnp.where((x < -INT32_MAX - 1) | (x > INT32_MAX), out_of_range, x).astype(jnp.int32)
+
+
+def check_key_positions(name: str, max_pages: int, page_size: int) -> None:
+    """Key positions (up to max_pages * page_size) must fit the kernels' 32-bit arithmetic."""
+    if max_pages * page_size > INT32_MAX:
+        raise ValueError(f"{name}: max_pages * page_size ({max_pages} * {page_size}) must be below 2^31 "
+                         "(key positions are 32-bit in the kernels)")

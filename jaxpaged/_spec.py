@@ -131,12 +131,16 @@ def batched_at_front(args, dims):
 def stack_caches(caches, block_tables, mapped: bool):
     """For a batching rule whose instances are folded into one call: the caches (each with the
     mapped axis first) as one page pool, and each instance's page ids moved to its own part of it.
-    Unmapped caches (broadcast by batched_at_front) are shared by all instances as they are."""
+    An id outside its own instance's [0, num_pages) becomes -1, out of range of the pool too, so it
+    still poisons its rows instead of reading a neighbour's page. Unmapped caches (broadcast by
+    batched_at_front) are shared by all instances as they are."""
     if not mapped:
         return [c[0] for c in caches], block_tables
     n, num_pages = caches[0].shape[:2]
     stacked = [c.reshape((n * num_pages,) + c.shape[2:]) for c in caches]
-    return stacked, block_tables + (jnp.arange(n, dtype=jnp.int32) * num_pages)[:, None, None]
+    offset = (jnp.arange(n, dtype=jnp.int32) * num_pages)[:, None, None]
+    valid = (block_tables >= 0) & (block_tables < num_pages)
+    return stacked, jnp.where(valid, block_tables + offset, -1)
 
 
 def _ffi_attrs(params: dict) -> dict:

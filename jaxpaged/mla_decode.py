@@ -48,6 +48,7 @@ class _MlaDecode(_spec.OpSpec):
         if block_tables.ndim != 2:
             raise ValueError(f"block_tables must have shape [B, max_pages]; got shape {block_tables.shape}")
         _checks.check_int32("block_tables", block_tables, (batch, block_tables.shape[1]), "[B, max_pages]")
+        _checks.check_key_positions("block_tables", block_tables.shape[1], page_size)
         return (jax.core.ShapedArray(q_nope.shape, q_nope.dtype),
                 jax.core.ShapedArray((batch, s_q, num_heads), jnp.float32))
 
@@ -108,6 +109,12 @@ def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, sca
     """
     if scale is None:
         raise ValueError("scale is required for mla_decode (e.g. 1/sqrt(128 + 64) for DeepSeek-V3)")
+    scale = _checks.static_number("scale", scale)
+    if isinstance(causal, jax.core.Tracer):
+        raise ValueError("causal must be a Python bool, not a traced value: mark it static, e.g. "
+                         "jax.jit(f, static_argnames=('causal',))")
+    kv_lens = _checks.index_array("kv_lens", kv_lens)
+    block_tables = _checks.index_array("block_tables", block_tables, out_of_range=-1)
     combined = jnp.shape(ckv_cache)[-1:] == (LATENT_DIM + ROPE_DIM,)
     if kpe_cache is None:
         if not combined:
@@ -118,4 +125,4 @@ def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, sca
     elif combined:
         raise ValueError("kpe_cache must be None when ckv_cache is the combined 576-wide layout")
     return tuple(mla_decode_p.bind(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables,
-                                   scale=float(scale), causal=bool(causal)))
+                                   scale=scale, causal=bool(causal)))

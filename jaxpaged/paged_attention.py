@@ -61,6 +61,7 @@ class _PagedAttention(_spec.OpSpec):
         if block_tables.ndim != 2:
             raise ValueError(f"block_tables must have shape [S, max_pages]; got shape {block_tables.shape}")
         _checks.check_int32("block_tables", block_tables, (num_seqs, block_tables.shape[1]), "[S, max_pages]")
+        _checks.check_key_positions("block_tables", block_tables.shape[1], page_size)
         _checks.check_int32("cu_q_lens", cu_q_lens, (num_seqs + 1,), "[S + 1]")
         if decode_only and num_tokens != num_seqs:
             raise ValueError(f"q: without cu_q_lens (pure decode) q must have one row per sequence: "
@@ -155,6 +156,7 @@ def paged_attention(q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens=None, 
         (T == S: row s is sequence s's single new token).
       scale: score scale, default 1/sqrt(D). soft_cap: if set, scores become c*tanh(s/c).
       sliding_window: if set to W, a query at position P sees keys in (P - W, P].
+        scale, soft_cap and sliding_window are Python numbers (static under jit).
       kv_layout: "NHD" or "HND". return_lse: also return the log-sum-exp [T, Hq] float32.
 
     Returns:
@@ -163,20 +165,29 @@ def paged_attention(q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens=None, 
     """
     if kv_layout not in KV_LAYOUTS:
         raise ValueError(f"kv_layout must be 'NHD' or 'HND'; got {kv_layout!r}")
-    if soft_cap is not None and not soft_cap > 0:
-        raise ValueError(f"soft_cap must be a positive number or None; got {soft_cap!r}")
-    if sliding_window is not None and (int(sliding_window) != sliding_window or sliding_window < 1):
+    soft_cap = 0.0 if soft_cap is None else _checks.static_number("soft_cap", soft_cap, positive=True)
+    window = 0 if sliding_window is None else _checks.static_number("sliding_window", sliding_window)
+    if sliding_window is not None and (int(window) != window or window < 1):
         raise ValueError(f"sliding_window must be a positive integer or None; got {sliding_window!r}")
     q = jnp.asarray(q)
     if q.ndim != 3:
         raise ValueError(f"q must have shape [T, Hq, D] (rank 3); got shape {q.shape}")
-    if scale is None:
-        scale = 1.0 / math.sqrt(q.shape[-1])
+    if q.shape[-1] not in SUPPORTED_HEAD_DIMS:
+        raise ValueError(f"q: head dim must be one of {SUPPORTED_HEAD_DIMS}; got {q.shape[-1]}")
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else _checks.static_number("scale", scale)
+    kv_lens = _checks.index_array("kv_lens", kv_lens)
+    block_tables = _checks.index_array("block_tables", block_tables, out_of_range=-1)
     decode_only = cu_q_lens is None
     if decode_only:
         cu_q_lens = jnp.arange(jnp.shape(kv_lens)[0] + 1, dtype=jnp.int32)
+    else:
+        # The one rule for cu_q_lens (jaxpaged.reference states it too): clamped to [0, T], then
+        # made non-decreasing; a decreasing entry gives an empty sequence.
+        cu_q_lens = _checks.index_array("cu_q_lens", cu_q_lens)
+        if cu_q_lens.ndim == 1 and cu_q_lens.shape[0] > 0:
+            cu_q_lens = jax.lax.cummax(jnp.clip(cu_q_lens, 0, q.shape[0]))
     out, lse = paged_attention_p.bind(
-        q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens, scale=float(scale),
-        soft_cap=float(soft_cap or 0.0), sliding_window=int(sliding_window or 0),
-        kv_layout=KV_LAYOUTS[kv_layout], decode_only=decode_only)
+        q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens, scale=scale, soft_cap=soft_cap,
+        sliding_window=int(min(window, _checks.INT32_MAX)), kv_layout=KV_LAYOUTS[kv_layout],
+        decode_only=decode_only)
     return (out, lse) if return_lse else out

@@ -23,8 +23,9 @@ def paged_attention(q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens=None, 
                     soft_cap=None, sliding_window=None, kv_layout="NHD", return_lse=False):
     """Reference paged attention. The rule, for query row t:
 
-    * Row t belongs to sequence s when cu[s] <= t < cu[s+1], with cu = clip(cu_q_lens, 0, T)
-      (cu_q_lens=None means cu = arange(S+1): row s is sequence s's one decode token). Rows owned
+    * Row t belongs to sequence s when cu[s] <= t < cu[s+1], with cu = clip(cu_q_lens, 0, T) made
+      non-decreasing by a running maximum (a decreasing entry gives an empty sequence;
+      cu_q_lens=None means cu = arange(S+1): row s is sequence s's one decode token). Rows owned
       by no sequence are padding: output 0, lse -inf.
     * With q_len = cu[s+1] - cu[s], p = t - cu[s] and L = clip(kv_lens[s], 0, max_pages*page_size),
       the query chunk is the last q_len tokens of the sequence, so the row sees keys j with
@@ -49,7 +50,7 @@ def paged_attention(q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens=None, 
         seq, valid = rows, jnp.ones((T,), bool)
         q_begin, q_len = rows, jnp.ones((T,), jnp.int32)
     else:
-        cu = jnp.clip(cu_q_lens, 0, T)
+        cu = jax.lax.cummax(jnp.clip(cu_q_lens, 0, T))
         seq = jnp.clip(jnp.searchsorted(cu[:S], rows, side="right").astype(jnp.int32) - 1, 0, S - 1)
         q_begin, q_end = cu[seq], cu[seq + 1]
         valid = (rows >= q_begin) & (rows < q_end)

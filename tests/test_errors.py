@@ -1,5 +1,7 @@
 """Bad input raises ValueError that names the argument, before anything runs."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -46,7 +48,7 @@ def call(**overrides):
     (dict(cu_q_lens=jnp.zeros((3,), jnp.int32)), r"^cu_q_lens must have shape \[S \+ 1\]"),
     (dict(q=jnp.zeros((4, 8, 64), BF16)), r"T \(4\) must equal len\(kv_lens\) \(3\)"),
     (dict(kv_layout="NDH"), r"^kv_layout must be 'NHD' or 'HND'"),
-    (dict(soft_cap=0.0), r"^soft_cap must be a positive number"),
+    (dict(soft_cap=0.0), r"^soft_cap must be a positive finite number"),
     (dict(sliding_window=0), r"^sliding_window must be a positive integer"),
 ])
 def test_paged_attention_rejects(overrides, match):
@@ -114,3 +116,80 @@ def test_float32_on_gpu_is_a_clear_error():
 def test_float32_runs_on_cpu():
     out = jaxpaged.paged_attention(*paged_args(dtype=jnp.float32).values())
     assert out.dtype == jnp.float32 and not np.isnan(np.asarray(out)).any()
+
+
+@pytest.mark.parametrize("overrides, match", [
+    (dict(q=jnp.zeros((3, 8, 0), BF16), k_cache=jnp.zeros((4, 16, 2, 0), BF16),
+          v_cache=jnp.zeros((4, 16, 2, 0), BF16)), r"^q: head dim must be one of \(64, 128, 256\); got 0"),
+    (dict(soft_cap=float("inf")), r"^soft_cap must be a positive finite number"),
+    (dict(soft_cap=-1.0), r"^soft_cap must be a positive finite number"),
+    (dict(scale=float("nan")), r"^scale must be a finite number"),
+    (dict(scale="0.1"), r"^scale must be a finite number"),
+    (dict(sliding_window=2.5), r"^sliding_window must be a positive integer"),
+    (dict(block_tables=jnp.zeros((3, 2), jnp.bool_)), r"^block_tables must be int32; got bool"),
+])
+def test_paged_attention_rejects_options_and_indices(overrides, match):
+    with pytest.raises(ValueError, match=match):
+        call(**overrides)()
+
+
+def test_traced_option_is_a_clear_error():
+    args = paged_args()
+    f = jax.jit(lambda cap: jaxpaged.paged_attention(*args.values(), soft_cap=cap))
+    with pytest.raises(ValueError, match=r"^soft_cap must be a Python number, not a traced value"):
+        f(30.0)
+    g = jax.jit(lambda s: jaxpaged.mla_decode(*mla_args().values(), scale=s))
+    with pytest.raises(ValueError, match=r"^scale must be a Python number, not a traced value"):
+        g(0.1)
+
+
+def test_key_positions_must_fit_32_bits():
+    # Shapes only (eval_shape): a table whose max_pages * page_size reaches 2^31.
+    q = jax.ShapeDtypeStruct((2, 8, 64), BF16)
+    cache = jax.ShapeDtypeStruct((4, 16, 2, 64), BF16)
+    lens = jax.ShapeDtypeStruct((2,), jnp.int32)
+    table = jax.ShapeDtypeStruct((2, 2**27), jnp.int32)
+    with pytest.raises(ValueError, match=r"^block_tables: max_pages \* page_size \(134217728 \* 16\) must be below 2\^31"):
+        jax.eval_shape(jaxpaged.paged_attention, q, cache, cache, lens, table)
+    mla = [jax.ShapeDtypeStruct((2, 1, 16, 512), BF16), jax.ShapeDtypeStruct((2, 1, 16, 64), BF16),
+           jax.ShapeDtypeStruct((4, 64, 576), BF16), None, lens, jax.ShapeDtypeStruct((2, 2**25), jnp.int32)]
+    with pytest.raises(ValueError, match=r"^block_tables: max_pages \* page_size"):
+        jax.eval_shape(functools.partial(jaxpaged.mla_decode, scale=0.1), *mla)
+
+
+def _small_paged_case():
+    rng = np.random.default_rng(7)
+    q = jnp.asarray(rng.standard_normal((3, 8, 64)), BF16)
+    k = jnp.asarray(rng.standard_normal((4, 16, 2, 64)), BF16)
+    v = jnp.asarray(rng.standard_normal((4, 16, 2, 64)), BF16)
+    return q, k, v, [20, 5, 33], [[0, 1], [2, 3], [3, 1]]
+
+
+def test_lists_and_wide_ints_are_index_arrays():
+    q, k, v, lens, table = _small_paged_case()
+    want = jaxpaged.paged_attention(q, k, v, jnp.asarray(lens, jnp.int32), jnp.asarray(table, jnp.int32))
+    # Python lists, and numpy int64 arrays (what jnp makes of ints under jax_enable_x64).
+    got = jaxpaged.paged_attention(q, k, v, lens, table)
+    np.testing.assert_array_equal(np.asarray(got, np.float32), np.asarray(want, np.float32))
+    got = jaxpaged.paged_attention(q, k, v, np.asarray(lens, np.int64), np.asarray(table, np.int64))
+    np.testing.assert_array_equal(np.asarray(got, np.float32), np.asarray(want, np.float32))
+
+
+def test_int64_under_x64_keeps_its_meaning():
+    q, k, v, lens, table = _small_paged_case()
+    want = jaxpaged.paged_attention(q, k, v, jnp.asarray(lens, jnp.int32), jnp.asarray(table, jnp.int32),
+                                    return_lse=True)
+    with jax.enable_x64(True):
+        lens64 = jnp.asarray([20, 5, 2**40], jnp.int64)  # past the table: clamped to its 32 keys
+        table64 = jnp.asarray([[0, 1], [2, 3], [3, 1 + 2**33]], jnp.int64)  # 2^33 + 1: out of range
+        out, lse = jaxpaged.paged_attention(q, k, v, lens64, table64, return_lse=True)
+    np.testing.assert_array_equal(np.asarray(out[:2], np.float32), np.asarray(want[0][:2], np.float32))
+    assert np.isnan(np.asarray(lse[2])).all()  # row 2 sees page 1 + 2^33, which is no page
+
+
+def test_huge_sliding_window_is_no_window():
+    q, k, v, lens, table = _small_paged_case()
+    lens, table = jnp.asarray(lens, jnp.int32), jnp.asarray(table, jnp.int32)
+    want = jaxpaged.paged_attention(q, k, v, lens, table)
+    got = jaxpaged.paged_attention(q, k, v, lens, table, sliding_window=2**40)
+    np.testing.assert_array_equal(np.asarray(got, np.float32), np.asarray(want, np.float32))

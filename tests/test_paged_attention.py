@@ -130,3 +130,37 @@ def test_lens_larger_than_table_are_clamped(rng):
     case.kv_lens = jnp.asarray([10**6, -5], jnp.int32)
     out, lse = check(case, dtype)
     assert np.isfinite(np.asarray(lse[0])).all() and np.all(np.asarray(lse[1]) == -np.inf)
+
+
+def test_decreasing_cu_q_lens_gives_empty_sequences(rng):
+    # Issue 15's repro: on the GPU the overlapping sequences once made more tiles than the list held.
+    # Rule: cu clamped to [0, T], then made non-decreasing (running max): here sequences 0, 2 and 4
+    # own rows 0-31 / nothing / nothing, 1, 3 and 5 nothing... then rows 32-63.
+    dtype = DTYPES[0]
+    case = paged_case(rng, q_lens=[64], kv_lens=[70], num_q_heads=8, num_kv_heads=1, head_dim=64,
+                      page_size=16, dtype=dtype)
+    table = np.tile(np.asarray(case.block_tables)[:1], (6, 1))
+    case.block_tables = jnp.asarray(table)
+    case.kv_lens = jnp.asarray([70, 50, 70, 50, 70, 50], jnp.int32)
+    case.cu_q_lens = jnp.asarray([0, 32, 0, 32, 0, 32, 64], jnp.int32)
+    out, lse = check(case, dtype)
+    # cu becomes [0, 32, 32, 32, 32, 32, 64]: rows 32..63 belong to sequence 5 (kv_len 50).
+    assert np.all(np.isfinite(np.asarray(lse)))
+    again, _ = check(case, dtype)  # and the same every run (no racing writers)
+    np.testing.assert_array_equal(np.asarray(out, np.float32), np.asarray(again, np.float32))
+
+
+def test_bad_page_poisons_only_the_rows_that_see_it(rng):
+    # Issue 15's repro: a 64-row prefill tile used to come out NaN whole on the GPU.
+    dtype = DTYPES[0]
+    case = paged_case(rng, q_lens=[1, 4, 1], kv_lens=[20, 19, 30], num_q_heads=4, num_kv_heads=2,
+                      head_dim=64, page_size=16, dtype=dtype)
+    table = np.asarray(case.block_tables).copy()
+    table[1, 1] = 99  # sequence 1's keys 16-18 are on page 99, out of range
+    case.block_tables = jnp.asarray(table)
+    case.cu_q_lens = jnp.asarray([0, 1, 5, 6], jnp.int32)
+    _, lse = check(case, dtype)
+    # Sequence 1's rows see keys up to 15, 16, 17, 18: row 1 sees only its first page, rows 2-4
+    # reach page 99.
+    nan_rows = np.isnan(np.asarray(lse)).all(axis=1)
+    np.testing.assert_array_equal(nan_rows, [False, False, True, True, True, False])

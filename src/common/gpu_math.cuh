@@ -82,15 +82,6 @@ __device__ __forceinline__ void vec8_to_float<gpu_bf16>(const Vec8& v, float out
   }
 }
 
-// Whether `b` holds in any lane of this lane's quad (lanes 4k .. 4k + 3: in the mma accumulator
-// layout they hold one row's columns).
-__device__ __forceinline__ bool quad_any(bool b) {
-  int x = b;
-  x |= gpu::shfl_xor(x, 1);
-  x |= gpu::shfl_xor(x, 2);
-  return x != 0;
-}
-
 // Rescale factor exp2(old_max - new_max), with an empty state (max = -inf) mapping to 0.
 __device__ __forceinline__ float rescale(float old_max, float new_max) {
   return old_max == -INFINITY ? 0.f : fast_exp2(old_max - new_max);

@@ -21,8 +21,8 @@
 //
 // Which keys a row sees is masking.h's rule; keys outside [k_begin, k_end) or past the end of the
 // sequence are zero-filled by cp.async and get probability 0, so junk in unused pages never reaches
-// a product. An out-of-range page id inside the used range is not read: its keys are zero-filled
-// and exactly the rows that see one come out NaN (as the reference does).
+// a product. An out-of-range page id inside the used range makes the tile's rows NaN (as the
+// reference does) instead of being read.
 #pragma once
 
 #include "common/gpu_math.cuh"
@@ -124,9 +124,7 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
   const int32_t* table = p.block_tables + int64_t(seq) * p.max_pages;
   const int page_mask = int(p.page_size - 1);
   int* sPages = reinterpret_cast<int*>(sStage + STAGES * 2 * KT * D);  // [STAGES][KT]
-  // Set when a page id to be read is out of range: then each row checks, at the end, whether it
-  // sees a key on such a page, so exactly those rows come out NaN (the reference's rule).
-  __shared__ int sAnyBad;
+  bool bad_page = false;
   auto lookup = [&](int t) {  // page id of key `tid` of stage t (threads < KT)
     const int j = k_begin + t * KT + tid;
     return j < k_end ? table[j >> page_shift] : 0;
@@ -142,8 +140,8 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
       const int page = pages[key];
       bool valid = j < k_end;
       if (valid && (page < 0 || page >= p.num_pages)) {
-        sAnyBad = 1;
-        valid = false;  // zero-filled: its score is finite, the row is flagged below
+        bad_page = true;
+        valid = false;
       }
       const int64_t off = valid ? int64_t(page) * p.page_stride + int64_t(j & page_mask) * p.slot_stride : 0;
       cp_async_16(sK + swz<D>(key, my_chunk), k_base + off, valid);
@@ -155,7 +153,6 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
 #pragma unroll
     for (int s = 0; s < STAGES; ++s) sPages[s * KT + tid] = s < num_tiles ? lookup(s) : 0;
   }
-  if (tid == 0) sAnyBad = 0;
   __syncthreads();
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
@@ -294,27 +291,12 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
     if (tid < KT) sPages[((t + STAGES) % STAGES) * KT + tid] = pending_page;
   }
   cp_async_wait<0>();
-  __syncthreads();  // every warp is done with the stages (the merge below reuses them)
-
-  // Rare: some page id of this split was out of range (its keys were zero-filled). A row is bad
-  // when a page it sees is; the quad's lanes share its pages (the table entries of keys in
-  // [vis_b, vis_e), all below k_end, so in bounds).
-  bool row_bad[2] = {false, false};
-  if (sAnyBad) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      if (vis_e[h] <= vis_b[h]) continue;
-      for (int pg = (vis_b[h] >> page_shift) + (lane & 3); pg <= (vis_e[h] - 1) >> page_shift; pg += 4) {
-        row_bad[h] |= table[pg] < 0 || table[pg] >= p.num_pages;
-      }
-    }
-  }
+  bad_page = __syncthreads_or(bad_page);  // also: every warp is done with the stages
 
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     l[h] += gpu::shfl_xor(l[h], 1);
     l[h] += gpu::shfl_xor(l[h], 2);
-    row_bad[h] = quad_any(row_bad[h]);  // the quad's lanes hold one row's keys
   }
 
   const int64_t num_rows = p.num_tokens * p.num_q_heads;
@@ -342,11 +324,11 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
 #pragma unroll
       for (int n = 0; n < NT; ++n) {
         const int d = n * 8 + (lane & 3) * 2;
-        store(row, d, row_bad[h] ? NAN : acc[n][2 * h] * inv);
-        store(row, d + 1, row_bad[h] ? NAN : acc[n][2 * h + 1] * inv);
+        store(row, d, bad_page ? NAN : acc[n][2 * h] * inv);
+        store(row, d + 1, bad_page ? NAN : acc[n][2 * h + 1] * inv);
       }
       if ((lane & 3) == 0) {
-        store_lse(row, row_bad[h] ? NAN : (l[h] > 0.f ? (m[h] + __log2f(l[h])) * kLn2 : -INFINITY));
+        store_lse(row, bad_page ? NAN : (l[h] > 0.f ? (m[h] + __log2f(l[h])) * kLn2 : -INFINITY));
       }
     }
   } else {
@@ -366,7 +348,7 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
       }
       if ((lane & 3) == 0 && wd == 0) {
         sM[wk * 16 + r] = m[h];
-        sL[wk * 16 + r] = row_bad[h] ? NAN : l[h];  // NaN carries the flag through the merge
+        sL[wk * 16 + r] = l[h];
       }
     }
     __syncthreads();
@@ -383,10 +365,9 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
         a_all += sAcc[(w * 16 + r) * D + d] * c;
       }
       const int64_t row = out_row(r);
-      const bool bad = isnan(l_all);
-      store(row, d, bad ? NAN : (l_all > 0.f ? a_all / l_all : 0.f));
+      store(row, d, bad_page ? NAN : (l_all > 0.f ? a_all / l_all : 0.f));
       if (d == 0) {
-        store_lse(row, bad ? NAN : (l_all > 0.f ? (m_all + __log2f(l_all)) * kLn2 : -INFINITY));
+        store_lse(row, bad_page ? NAN : (l_all > 0.f ? (m_all + __log2f(l_all)) * kLn2 : -INFINITY));
       }
     }
   }

@@ -42,16 +42,25 @@ def check_page_size(name: str, page_size: int) -> None:
 
 # Key positions, page ids and row indices are 32-bit in the kernels.
 INT32_MAX = 2**31 - 1
+_TRACER = getattr(jax.core, "Tracer", ())
+
+
+def is_traced(value) -> bool:
+    """Whether value is a tracer (an abstract value inside jit, vmap, scan...)."""
+    return isinstance(value, _TRACER)
 
 
 def static_number(name: str, value, *, positive: bool = False) -> float:
     """A finite Python number for an option the kernels take as an attribute."""
-    if isinstance(value, jax.core.Tracer):
+    if is_traced(value):
         raise ValueError(f"{name} must be a Python number, not a traced value: mark it static, e.g. "
                          f"jax.jit(f, static_argnames=({name!r},)), or close over it")
     is_number = isinstance(value, numbers.Real) or (np.ndim(value) == 0 and hasattr(value, "dtype")
                                                      and np.issubdtype(value.dtype, np.number))
-    x = float(value) if is_number else math.nan
+    try:
+        x = float(value) if is_number else math.nan
+    except OverflowError:  # a Python int beyond float's range
+        x = math.inf
     if not math.isfinite(x) or (positive and not x > 0):
         raise ValueError(f"{name} must be a {'positive ' if positive else ''}finite number; got {value!r}")
     return x

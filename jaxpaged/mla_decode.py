@@ -110,7 +110,7 @@ def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, sca
     if scale is None:
         raise ValueError("scale is required for mla_decode (e.g. 1/sqrt(128 + 64) for DeepSeek-V3)")
     scale = _checks.static_number("scale", scale)
-    if isinstance(causal, jax.core.Tracer):
+    if _checks.is_traced(causal):
         raise ValueError("causal must be a Python bool, not a traced value: mark it static, e.g. "
                          "jax.jit(f, static_argnames=('causal',))")
     kv_lens = _checks.index_array("kv_lens", kv_lens)

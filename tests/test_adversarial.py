@@ -1,7 +1,9 @@
 """Randomized adversarial inputs (fixed seeds, 100 cases per op), every output and lse equal to the
 reference, NaN pattern included: random ragged mixes, decreasing or out-of-range cu_q_lens,
 lengths negative or past the table, junk and out-of-range page ids (also among the pages read),
-NaN in every cache row no sequence owns, and vmap over stacked caches."""
+NaN in every cache row no sequence owns, and vmap over stacked caches. On the GPU, the paged seeds
+where the tile kernel's whole-tile NaN (a known gap, tile_wide_nan_rows) differs from the
+reference are strict xfails: they start to XPASS, and must be unmarked, once the kernel is exact."""
 
 import functools
 

@@ -7,9 +7,14 @@
 
 #if defined(__HIPCC__) || defined(JAXPAGED_HIP)
 #define JAXPAGED_VENDOR_HIP 1
-#include <hip/hip_bf16.h>
 #include <hip/hip_fp16.h>
 #include <hip/hip_runtime.h>
+#if __has_include(<hip/hip_bf16.h>)
+#include <hip/hip_bf16.h>
+#else  // ROCm before 5.5 (Debian's 5.2): the older bfloat16 class
+#include <hip/hip_bfloat16.h>
+#define JAXPAGED_HIP_OLD_BF16 1
+#endif
 #else
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -19,7 +24,14 @@
 namespace jaxpaged {
 
 // 16-bit float element types (kernel template arguments) and the bf16 pair.
-#if defined(JAXPAGED_VENDOR_HIP)
+#if defined(JAXPAGED_HIP_OLD_BF16)
+using gpu_half = __half;
+using gpu_bf16 = hip_bfloat16;
+struct gpu_bf16x2 {  // no bf16 pair type in the older API
+  hip_bfloat16 x, y;
+};
+using gpuStream_t = hipStream_t;
+#elif defined(JAXPAGED_VENDOR_HIP)
 using gpu_half = __half;
 using gpu_bf16 = __hip_bfloat16;
 using gpu_bf16x2 = __hip_bfloat162;

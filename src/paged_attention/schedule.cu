@@ -9,7 +9,7 @@ template <typename T>
 ffi::Error launch_paged_schedule(const PagedAttentionParams& p, const PagedWorkspace& w, float* ws,
                                  int splits, gpuStream_t stream) {
   int32_t* work = reinterpret_cast<int32_t*>(ws);
-  float* ws_lse = ws + w.list_floats + int64_t(splits) * p.num_tokens * p.num_q_heads * p.head_dim;
+  float* ws_lse = w.split_lse(ws, splits);
   // Block 0 writes the list; the others clear padding rows. Pure decode has none.
   const int64_t grid = 1 + (p.decode_only ? 0 : (p.num_tokens + kPaddingRowsPerBlock - 1) / kPaddingRowsPerBlock);
   paged_tile_schedule_kernel<T><<<unsigned(grid), kScheduleThreads, 0, stream>>>(p, work, w.list_capacity,

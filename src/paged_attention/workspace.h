@@ -31,7 +31,12 @@ struct PagedWorkspace {
   int64_t list_capacity;  // work entries the tile list holds
   int64_t list_floats;    // words of the list with its header
   int split_cap;          // KV splits the partial results have room for (1: none allocated)
+  int64_t rows, dim;      // output rows (tokens x query heads) and head dim of the partial results
   int64_t floats;         // the whole workspace
+
+  // Where a call with `splits` KV splits keeps its partial outputs and their lse.
+  float* split_out(float* ws) const { return ws + list_floats; }
+  float* split_lse(float* ws, int splits) const { return split_out(ws) + int64_t(splits) * rows * dim; }
 
   // Only the shapes in p are read (the pointers may be null).
   static PagedWorkspace of(const PagedAttentionParams& p) {
@@ -42,8 +47,9 @@ struct PagedWorkspace {
     w.list_capacity = (p.num_tokens * group + kLargeRows - 1) / kLargeRows + p.num_seqs;
     w.list_floats = 2 * (w.list_capacity + 1);
     w.split_cap = kv_split_cap(p.num_tokens * p.num_kv_heads, p.max_pages * p.page_size);
-    const int64_t rows = p.num_tokens * p.num_q_heads;
-    w.floats = w.list_floats + (w.split_cap > 1 ? w.split_cap * rows * (p.head_dim + 1) : 0);
+    w.rows = p.num_tokens * p.num_q_heads;
+    w.dim = p.head_dim;
+    w.floats = w.list_floats + (w.split_cap > 1 ? w.split_cap * w.rows * (w.dim + 1) : 0);
     return w;
   }
 };

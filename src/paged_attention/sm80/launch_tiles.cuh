@@ -31,8 +31,8 @@ ffi::Error launch_paged_tiles(const PagedAttentionParams& p, const PagedWorkspac
   JP_RETURN_IF_ERROR(allow_smem(kernel, C::kSmemBytes, "paged_tile_kernel (shared memory size)"));
   const int splits = choose_kv_splits(blocks, w.split_cap, p.max_pages * p.page_size, 256,
                                       resident_blocks(kernel, kTileThreads, C::kSmemBytes));
-  float* ws_out = ws + w.list_floats;
-  float* ws_lse = ws_out + int64_t(splits) * rows * D;
+  float* ws_out = w.split_out(ws);
+  float* ws_lse = w.split_lse(ws, splits);
   JP_RETURN_IF_ERROR(launch_paged_schedule<T>(p, w, ws, splits, stream));
   kernel<<<dim3(unsigned(blocks), unsigned(splits)), kTileThreads, C::kSmemBytes, stream>>>(
       p, page_shift_of(p.page_size), work, ws_out, ws_lse);

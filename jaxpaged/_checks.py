@@ -66,6 +66,53 @@ def static_number(name: str, value, *, positive: bool = False) -> float:
     return x
 
 
+def option(name: str, value, *, positive: bool = False, integer: bool = False):
+    """An op option (scale, soft_cap, sliding_window...), static or traced.
+
+    A static value is checked here and returned as a Python number (positive integers for
+    `integer` options, capped at INT32_MAX). A traced value (inside jit, scan...) cannot be checked
+    before it runs: it must be a scalar of a real (integer for `integer`) dtype and is returned as
+    a float32 / int32 scalar; the ops give its out-of-domain values a meaning instead (see
+    `option_words`' callers)."""
+    if not is_traced(value):
+        x = static_number(name, value, positive=positive)
+        if integer:
+            if int(x) != x or x < 1:
+                raise ValueError(f"{name} must be a positive integer or None; got {value!r}")
+            return int(min(x, INT32_MAX))
+        return x
+    if jnp.ndim(value) != 0:
+        raise ValueError(f"{name} must be a scalar; got a traced value of shape {jnp.shape(value)}")
+    dtype = np.dtype(value.dtype)
+    if integer:
+        if not np.issubdtype(dtype, np.integer):
+            raise ValueError(f"{name} must be an integer; got a traced value of dtype {dtype}")
+        return jnp.clip(value, -INT32_MAX - 1, INT32_MAX).astype(jnp.int32)
+    if not (np.issubdtype(dtype, np.floating) or np.issubdtype(dtype, np.integer)):
+        raise ValueError(f"{name} must be a real number; got a traced value of dtype {dtype}")
+    return jnp.asarray(value, jnp.float32)
+
+
+def any_traced(*values) -> bool:
+    return any(is_traced(v) for v in values)
+
+
+def option_words(*values):
+    """Options as the kernels read them from a device array: int32 words, floats by their bits."""
+    words = [jax.lax.bitcast_convert_type(jnp.asarray(v, jnp.float32), jnp.int32)
+             if isinstance(v, float) or jnp.issubdtype(jnp.result_type(v), jnp.floating)
+             else jnp.asarray(v, jnp.int32) for v in values]
+    return jnp.stack(words)
+
+
+NO_OPTIONS_SHAPE = (0,)  # the options operand when every option is static (attributes hold them)
+
+
+def check_options(aval, words: int) -> None:
+    if aval.dtype != INT32 or aval.shape not in (NO_OPTIONS_SHAPE, (words,)):
+        raise ValueError(f"options must be int32 [0] or [{words}]; got {aval.dtype} {aval.shape}")
+
+
 def index_array(name: str, x, *, out_of_range: int | None = None):
     """x as int32: int32 arrays as they are; other integer dtypes (int64 under jax_enable_x64)
     cast after mapping values outside int32 to ones with the same meaning (out_of_range where

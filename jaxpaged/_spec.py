@@ -128,6 +128,21 @@ def batched_at_front(args, dims):
     return size, moved
 
 
+def map_instances(primitive: Primitive, args, dims, **params):
+    """For a batching rule that cannot fold its instances into one call (say, options that differ
+    per instance): one call per instance under lax.map, over the mapped operands only (unmapped
+    ones, like a shared cache, are not copied)."""
+    mapped = [i for i, d in enumerate(dims) if d is not None]
+
+    def one(xs):
+        operands = list(args)
+        for i, x in zip(mapped, xs):
+            operands[i] = x
+        return tuple(primitive.bind(*operands, **params))
+    results = jax.lax.map(one, [jnp.moveaxis(args[i], dims[i], 0) for i in mapped])
+    return results, (0,) * len(results)
+
+
 def stack_caches(caches, block_tables, mapped: bool):
     """For a batching rule whose instances are folded into one call: the caches (each with the
     mapped axis first) as one page pool, and each instance's page ids moved to its own part of it.

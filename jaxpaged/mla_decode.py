@@ -15,13 +15,18 @@ LATENT_DIM = 512  # compressed KV width; also the value/output width
 ROPE_DIM = 64     # rotary part of the key
 
 
+OPTION_WORDS = 1  # traced options: scale (float32 bits)
+
+
 class _MlaDecode(_spec.OpSpec):
     """Operands: q_nope, q_pe, ckv_cache, kpe_cache (ckv_cache again for the combined layout),
-    kv_lens, block_tables. Params: scale, causal. Results: out, lse."""
+    kv_lens, block_tables, options (int32 [1] when scale is traced, read by the kernels from the
+    device; else [0]). Params: scale (ignored when options has words), causal. Results: out, lse."""
 
     name = "mla_decode"
 
-    def abstract_eval(self, q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, scale, causal):
+    def abstract_eval(self, q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, options, *, scale,
+                      causal):
         _checks.check_rank("q_nope", q_nope, 4, "[B, s_q, Hq, 512]")
         _checks.check_float("q_nope", q_nope)
         batch, s_q, num_heads, latent = q_nope.shape
@@ -49,31 +54,36 @@ class _MlaDecode(_spec.OpSpec):
             raise ValueError(f"block_tables must have shape [B, max_pages]; got shape {block_tables.shape}")
         _checks.check_int32("block_tables", block_tables, (batch, block_tables.shape[1]), "[B, max_pages]")
         _checks.check_key_positions("block_tables", block_tables.shape[1], page_size)
+        _checks.check_options(options, OPTION_WORDS)
         return (jax.core.ShapedArray(q_nope.shape, q_nope.dtype),
                 jax.core.ShapedArray((batch, s_q, num_heads), jnp.float32))
 
     def workspace_bytes(self, avals_in, params, device):
-        q_nope, _, ckv_cache, _, _, block_tables = avals_in
+        q_nope, _, ckv_cache, _, _, block_tables = avals_in[:6]
         batch, s_q, num_heads, _ = q_nope.shape
         return _extension.mla_decode_workspace_bytes(
             batch=batch, s_q=s_q, num_heads=num_heads, max_pages=block_tables.shape[1],
             page_size=ckv_cache.shape[1], device=device)
 
     def batch(self, args, dims, **params):
-        """vmap folds the mapped axis into the batch axis (pages offset when the caches are mapped)."""
-        _, (q_nope, q_pe, ckv, kpe, kv_lens, block_tables) = _spec.batched_at_front(args, dims)
+        """vmap folds the mapped axis into the batch axis (pages offset when the caches are mapped);
+        a traced scale that differs per instance makes one call per instance."""
+        if dims[-1] is not None:
+            return _spec.map_instances(self.primitive, args, dims, **params)
+        options = args[-1]
+        _, (q_nope, q_pe, ckv, kpe, kv_lens, block_tables) = _spec.batched_at_front(args[:-1], dims[:-1])
         n, batch = q_nope.shape[:2]
         (ckv, kpe), block_tables = _spec.stack_caches(
             (ckv, kpe), block_tables, mapped=dims[2] is not None or dims[3] is not None)
         fold = lambda x: x.reshape((n * batch,) + x.shape[2:])
         out, lse = self.primitive.bind(fold(q_nope), fold(q_pe), ckv, kpe, fold(kv_lens), fold(block_tables),
-                                       **params)
+                                       options, **params)
         return (out.reshape((n, batch) + out.shape[1:]), lse.reshape((n, batch) + lse.shape[1:])), (0, 0)
 
     def sharding_rule(self, avals_in, params):
         """Factors: b sequences, h query heads; the caches and tables' page axis stay whole (every
         device reads the one latent KV head in full)."""
-        rule = "b q h l, b q h r, p s w, p s v, b, b m -> b q h l, b q h"
+        rule = "b q h l, b q h r, p s w, p s v, b, b m, o -> b q h l, b q h"
         batch, _, num_heads, _ = avals_in[0].shape
 
         def plan(spec_of, fits):
@@ -83,9 +93,9 @@ class _MlaDecode(_spec.OpSpec):
             if heads is not None and (heads == seqs or not fits(heads, num_heads)):
                 heads = None
             q_spec = (seqs, None, heads, None)
-            ins = [q_spec, q_spec, (None, None, None), (None, None, None), (seqs,), (seqs, None)]
+            ins = [q_spec, q_spec, (None, None, None), (None, None, None), (seqs,), (seqs, None), (None,)]
             return ins, [q_spec, (seqs, None, heads)]
-        return rule, {}, ["q", "l", "r", "p", "s", "w", "v", "m"], plan
+        return rule, {}, ["q", "l", "r", "p", "s", "w", "v", "m", "o"], plan
 
 
 mla_decode_p = _spec.define(_MlaDecode())
@@ -100,7 +110,8 @@ def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, sca
       ckv_cache: [num_pages, page_size, 512] latent cache with kpe_cache [num_pages, page_size, 64],
         or the combined [num_pages, page_size, 576] layout (latent then rope) with kpe_cache=None.
       kv_lens: int32 [B]; block_tables: int32 [B, max_pages].
-      scale: score scale (required: MLA's softmax scale uses the pre-absorption head dim).
+      scale: score scale (required: MLA's softmax scale uses the pre-absorption head dim); a Python
+        number or a traced scalar (read by the kernels on the device).
       causal: query i of s_q sees keys j <= kv_len - s_q + i (speculative / MTP decoding).
 
     Returns:
@@ -109,7 +120,8 @@ def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, sca
     """
     if scale is None:
         raise ValueError("scale is required for mla_decode (e.g. 1/sqrt(128 + 64) for DeepSeek-V3)")
-    scale = _checks.static_number("scale", scale)
+    traced = _checks.is_traced(scale)
+    scale = _checks.option("scale", scale)
     if _checks.is_traced(causal):
         raise ValueError("causal must be a Python bool, not a traced value: mark it static, e.g. "
                          "jax.jit(f, static_argnames=('causal',))")
@@ -124,5 +136,9 @@ def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, sca
         kpe_cache = ckv_cache
     elif combined:
         raise ValueError("kpe_cache must be None when ckv_cache is the combined 576-wide layout")
-    return tuple(mla_decode_p.bind(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables,
+    if traced:
+        options, scale = _checks.option_words(scale), 0.0  # the attribute is unused
+    else:
+        options = jnp.zeros(_checks.NO_OPTIONS_SHAPE, jnp.int32)
+    return tuple(mla_decode_p.bind(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, options,
                                    scale=scale, causal=bool(causal)))

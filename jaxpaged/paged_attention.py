@@ -26,15 +26,19 @@ def _cache_dims(k_shape, kv_layout: int):
     return num_pages, page_size, num_kv_heads, head_dim
 
 
+OPTION_WORDS = 3  # traced options: scale, soft_cap (float32 bits), sliding_window
+
+
 class _PagedAttention(_spec.OpSpec):
     """Operands: q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens (pure decode gets
-    arange(S + 1)). Params: scale, soft_cap (0: none), sliding_window (0: none), kv_layout (0: NHD,
-    1: HND), decode_only. Results: out, lse."""
+    arange(S + 1)), options (int32 [3] when any option is traced, read by the kernels from the
+    device; else [0]). Params: scale, soft_cap (0: none), sliding_window (0: none) - ignored when
+    options has words -, kv_layout (0: NHD, 1: HND), decode_only. Results: out, lse."""
 
     name = "paged_attention"
 
-    def abstract_eval(self, q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens, *, scale, soft_cap,
-                      sliding_window, kv_layout, decode_only):
+    def abstract_eval(self, q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens, options, *, scale,
+                      soft_cap, sliding_window, kv_layout, decode_only):
         layout = "[num_pages, page_size, Hkv, D]" if kv_layout == 0 else "[num_pages, Hkv, page_size, D]"
         _checks.check_rank("q", q, 3, "[T, Hq, D]")
         _checks.check_float("q", q)
@@ -63,6 +67,7 @@ class _PagedAttention(_spec.OpSpec):
         _checks.check_int32("block_tables", block_tables, (num_seqs, block_tables.shape[1]), "[S, max_pages]")
         _checks.check_key_positions("block_tables", block_tables.shape[1], page_size)
         _checks.check_int32("cu_q_lens", cu_q_lens, (num_seqs + 1,), "[S + 1]")
+        _checks.check_options(options, OPTION_WORDS)
         if decode_only and num_tokens != num_seqs:
             raise ValueError(f"q: without cu_q_lens (pure decode) q must have one row per sequence: "
                              f"T ({num_tokens}) must equal len(kv_lens) ({num_seqs})")
@@ -70,7 +75,7 @@ class _PagedAttention(_spec.OpSpec):
                 jax.core.ShapedArray((num_tokens, num_q_heads), jnp.float32))
 
     def workspace_bytes(self, avals_in, params, device):
-        q, k_cache, _, kv_lens, block_tables, _ = avals_in
+        q, k_cache, _, kv_lens, block_tables = avals_in[:5]
         num_tokens, num_q_heads, head_dim = q.shape
         _, page_size, num_kv_heads, _ = _cache_dims(k_cache.shape, params["kv_layout"])
         return _extension.paged_attention_workspace_bytes(
@@ -82,9 +87,14 @@ class _PagedAttention(_spec.OpSpec):
 
         Instance i's sequences keep their own rows, and when the caches are mapped, its pages are
         offset by i * num_pages in the stacked cache. In a ragged call each instance gets one extra
-        empty sequence (kv_len 0) that owns its padding rows, so they stay padding.
+        empty sequence (kv_len 0) that owns its padding rows, so they stay padding. Options that
+        differ per instance (traced options with a mapped axis) make one call per instance.
         """
-        _, (q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens) = _spec.batched_at_front(args, dims)
+        if dims[-1] is not None:
+            return _spec.map_instances(self.primitive, args, dims, decode_only=decode_only,
+                                       kv_layout=kv_layout, **params)
+        options = args[-1]
+        _, (q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens) = _spec.batched_at_front(args[:-1], dims[:-1])
         n, num_tokens = q.shape[:2]
         num_seqs = kv_lens.shape[1]
         (k_cache, v_cache), block_tables = _spec.stack_caches(
@@ -99,7 +109,7 @@ class _PagedAttention(_spec.OpSpec):
             cu_q_lens = jnp.arange(n * num_seqs + 1, dtype=jnp.int32)
         out, lse = self.primitive.bind(
             q.reshape((n * num_tokens,) + q.shape[2:]), k_cache, v_cache, kv_lens.reshape(-1),
-            block_tables.reshape(n * num_seqs, -1), cu_q_lens, decode_only=decode_only,
+            block_tables.reshape(n * num_seqs, -1), cu_q_lens, options, decode_only=decode_only,
             kv_layout=kv_layout, **params)
         return (out.reshape((n, num_tokens) + out.shape[1:]), lse.reshape((n, num_tokens, -1))), (0, 0)
 
@@ -113,8 +123,8 @@ class _PagedAttention(_spec.OpSpec):
         decode = params["decode_only"]
         b = "t" if decode else "b"
         cache = "p s k d" if nhd else "p k s d"
-        rule = f"t (k g) d, {cache}, {cache}, {b}, {b} m, c -> t (k g) d, t (k g)"
-        whole = ["g", "p", "s", "d", "m", "c"] + ([] if decode else ["t", "b"])
+        rule = f"t (k g) d, {cache}, {cache}, {b}, {b} m, c, o -> t (k g) d, t (k g)"
+        whole = ["g", "p", "s", "d", "m", "c", "o"] + ([] if decode else ["t", "b"])
         kv_dim = 2 if nhd else 1
         num_seqs = avals_in[3].shape[0]
 
@@ -126,7 +136,7 @@ class _PagedAttention(_spec.OpSpec):
             if seqs is not None and (seqs == heads or not fits(seqs, num_seqs)):
                 seqs = None
             cache_spec = (None, None, heads, None) if nhd else (None, heads, None, None)
-            ins = [(seqs, heads, None), cache_spec, cache_spec, (seqs,), (seqs, None), (None,)]
+            ins = [(seqs, heads, None), cache_spec, cache_spec, (seqs,), (seqs, None), (None,), (None,)]
             return ins, [(seqs, heads, None), (seqs, heads)]
         return rule, {"g": group}, whole, plan
 
@@ -134,8 +144,8 @@ class _PagedAttention(_spec.OpSpec):
         """Pure decode ignores the values of cu_q_lens but checks its shape [S + 1]: a device
         holding S / n sequences gets the first S / n + 1 entries of the (whole) array."""
         if params.get("decode_only"):
-            q, k, v, kv_lens, tables, cu = operands
-            return (q, k, v, kv_lens, tables, cu[:kv_lens.shape[0] + 1])
+            q, k, v, kv_lens, tables, cu, options = operands
+            return (q, k, v, kv_lens, tables, cu[:kv_lens.shape[0] + 1], options)
         return operands
 
 
@@ -156,7 +166,10 @@ def paged_attention(q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens=None, 
         (T == S: row s is sequence s's single new token).
       scale: score scale, default 1/sqrt(D). soft_cap: if set, scores become c*tanh(s/c).
       sliding_window: if set to W, a query at position P sees keys in (P - W, P].
-        scale, soft_cap and sliding_window are Python numbers (static under jit).
+        scale, soft_cap and sliding_window may be Python numbers (checked here) or traced scalars
+        (a plain jax.jit, or per-layer values in a lax.scan), which the kernels read on the
+        device: a traced soft_cap that is not positive and finite means no cap, and a traced
+        sliding_window below 1 means no window (so a scan can mix global and windowed layers).
       kv_layout: "NHD" or "HND". return_lse: also return the log-sum-exp [T, Hq] float32.
 
     Returns:
@@ -165,16 +178,15 @@ def paged_attention(q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens=None, 
     """
     if kv_layout not in KV_LAYOUTS:
         raise ValueError(f"kv_layout must be 'NHD' or 'HND'; got {kv_layout!r}")
-    soft_cap = 0.0 if soft_cap is None else _checks.static_number("soft_cap", soft_cap, positive=True)
-    window = 0 if sliding_window is None else _checks.static_number("sliding_window", sliding_window)
-    if sliding_window is not None and (int(window) != window or window < 1):
-        raise ValueError(f"sliding_window must be a positive integer or None; got {sliding_window!r}")
+    traced = _checks.any_traced(scale, soft_cap, sliding_window)
+    soft_cap = 0.0 if soft_cap is None else _checks.option("soft_cap", soft_cap, positive=True)
+    window = 0 if sliding_window is None else _checks.option("sliding_window", sliding_window, integer=True)
     q = jnp.asarray(q)
     if q.ndim != 3:
         raise ValueError(f"q must have shape [T, Hq, D] (rank 3); got shape {q.shape}")
     if q.shape[-1] not in SUPPORTED_HEAD_DIMS:
         raise ValueError(f"q: head dim must be one of {SUPPORTED_HEAD_DIMS}; got {q.shape[-1]}")
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else _checks.static_number("scale", scale)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else _checks.option("scale", scale)
     kv_lens = _checks.index_array("kv_lens", kv_lens)
     block_tables = _checks.index_array("block_tables", block_tables, out_of_range=-1)
     decode_only = cu_q_lens is None
@@ -186,8 +198,13 @@ def paged_attention(q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens=None, 
         cu_q_lens = _checks.index_array("cu_q_lens", cu_q_lens)
         if cu_q_lens.ndim == 1 and cu_q_lens.shape[0] > 0:
             cu_q_lens = jax.lax.cummax(jnp.clip(cu_q_lens, 0, q.shape[0]))
+    if traced:
+        soft_cap = jnp.where((soft_cap > 0) & jnp.isfinite(soft_cap), soft_cap, 0.0)  # else: no cap
+        options = _checks.option_words(scale, soft_cap, window)
+        scale, soft_cap, window = 0.0, 0.0, 0  # the attributes are unused
+    else:
+        options = jnp.zeros(_checks.NO_OPTIONS_SHAPE, jnp.int32)
     out, lse = paged_attention_p.bind(
-        q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens, scale=scale, soft_cap=soft_cap,
-        sliding_window=int(min(window, _checks.INT32_MAX)), kv_layout=KV_LAYOUTS[kv_layout],
-        decode_only=decode_only)
+        q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens, options, scale=scale, soft_cap=soft_cap,
+        sliding_window=window, kv_layout=KV_LAYOUTS[kv_layout], decode_only=decode_only)
     return (out, lse) if return_lse else out

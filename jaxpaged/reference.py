@@ -29,11 +29,13 @@ def paged_attention(q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens=None, 
       by no sequence are padding: output 0, lse -inf.
     * With q_len = cu[s+1] - cu[s], p = t - cu[s] and L = clip(kv_lens[s], 0, max_pages*page_size),
       the query chunk is the last q_len tokens of the sequence, so the row sees keys j with
-      0 <= j < L and j <= L - q_len + p; with sliding_window=W also j > L - q_len + p - W.
+      0 <= j < L and j <= L - q_len + p; with sliding_window=W also j > L - q_len + p - W (a
+      traced W below 1 means no window; the public op rejects a static one).
     * Key j of sequence s lives in page block_tables[s, j // page_size], slot j % page_size. Only
       pages holding visible keys are read. If such a page id is outside [0, num_pages), the row's
       output and lse are NaN (a device op cannot raise; NaN is the loud signal).
-    * score = scale * q.k (scale defaults to 1/sqrt(D)); with soft_cap=c, score = c*tanh(score/c).
+    * score = scale * q.k (scale defaults to 1/sqrt(D)); with soft_cap=c, score = c*tanh(score/c)
+      (a traced c that is not positive and finite means no cap; the public op rejects a static one).
       Output = softmax(scores) @ V in q's dtype; lse = log(sum(exp(scores))) in float32. A row
       that sees no key gets output 0 and lse -inf.
     """
@@ -58,7 +60,11 @@ def paged_attention(q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens=None, 
     L = jnp.clip(kv_lens[seq], 0, capacity)
     last = L - q_len + (rows - q_begin)                  # newest visible key
     end = jnp.where(valid, jnp.minimum(L, last + 1), 0)  # visible keys: [begin, end)
-    begin = jnp.maximum(0, last - sliding_window + 1) if sliding_window else jnp.zeros_like(last)
+    begin = jnp.zeros_like(last)
+    if sliding_window is not None:
+        w = sliding_window if hasattr(sliding_window, "dtype") else min(int(sliding_window), 2**31 - 1)
+        w = jnp.clip(jnp.asarray(w), 0, 2**31 - 1).astype(jnp.int32)
+        begin = jnp.where((w >= 1) & (last + 1 > w), last + 1 - w, 0)  # no int32 overflow
 
     key_pos = jnp.arange(capacity)
 
@@ -74,8 +80,11 @@ def paged_attention(q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens=None, 
         v = jnp.where(keep, v_cache[safe, key_pos % page_size].astype(jnp.float32), 0.0)
         qg = q_row.astype(jnp.float32).reshape(Hkv, Hq // Hkv, D)
         s_ = jnp.einsum("hgd,khd->hgk", qg, k, precision=jax.lax.Precision.HIGHEST) * scale
-        if soft_cap:
-            s_ = soft_cap * jnp.tanh(s_ / soft_cap)
+        if soft_cap is not None:
+            cap = jnp.asarray(soft_cap, jnp.float32)
+            capped = (cap > 0) & jnp.isfinite(cap)
+            cap = jnp.where(capped, cap, 1.0)
+            s_ = jnp.where(capped, cap * jnp.tanh(s_ / cap), s_)
         s_ = jnp.where(visible, s_, -jnp.inf)
         m = jnp.max(s_, axis=-1, keepdims=True)
         w = jnp.where(visible, jnp.exp(s_ - jnp.where(jnp.isfinite(m), m, 0.0)), 0.0)

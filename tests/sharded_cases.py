@@ -99,6 +99,20 @@ def paged_cases(mesh):
         check(f"paged decode {layout}, sequences on dp, heads on tp", op, ref, (q, k, v, lens, table),
               [("dp", "tp", None), cache, cache, ("dp",), ("dp", None)], ("dp", "tp"), mesh)
 
+    # Traced options (jit arguments) travel replicated with the sharded call.
+    q, k, v, lens, table = paged_inputs("NHD")
+
+    def traced(q, k, v, lens, table, cap, window):
+        return jaxpaged.paged_attention(q, k, v, lens, table, soft_cap=cap, sliding_window=window,
+                                        return_lse=True)
+
+    def traced_ref(q, k, v, lens, table, cap, window):
+        return reference.paged_attention(q, k, v, lens, table, soft_cap=float(cap), sliding_window=int(window),
+                                         return_lse=True)
+    cache = (None, None, "tp", None)
+    check("paged decode, traced soft_cap and window", traced, traced_ref,
+          (q, k, v, lens, table, jnp.float32(20.0), jnp.int32(30)),
+          [("dp", "tp", None), cache, cache, ("dp",), ("dp", None), None, None], ("dp", "tp"), mesh)
 
     # Ragged (prefill chunks + decode): heads split; tokens stay whole.
     q_lens = [5, 1, 3, 1]
@@ -137,6 +151,10 @@ def mla_cases(mesh):
     check("mla combined cache, sequences on dp, heads on tp", op, ref,
           (q_nope, q_pe, cache, None, lens, table),
           [q_spec, q_spec, (None, None, None), None, ("dp",), ("dp", None)], ("dp", None, "tp"), mesh)
+    check("mla combined cache, traced scale", lambda *a: jaxpaged.mla_decode(*a[:6], scale=a[6]),
+          lambda *a: reference.mla_decode(*a[:6], scale=float(a[6])),
+          (q_nope, q_pe, cache, None, lens, table, jnp.float32(0.07)),
+          [q_spec, q_spec, (None, None, None), None, ("dp",), ("dp", None), None], ("dp", None, "tp"), mesh)
     check("mla split caches, sequences on dp, heads on tp", op, ref,
           (q_nope, q_pe, cache[..., :512], cache[..., 512:], lens, table),
           [q_spec, q_spec, (None, None, None), (None, None, None), ("dp",), ("dp", None)],

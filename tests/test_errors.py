@@ -133,14 +133,19 @@ def test_paged_attention_rejects_options_and_indices(overrides, match):
         call(**overrides)()
 
 
-def test_traced_option_is_a_clear_error():
+@pytest.mark.parametrize("name, value, match", [
+    ("soft_cap", jnp.ones((2,), jnp.float32), r"^soft_cap must be a scalar; got a traced value of shape \(2,\)"),
+    ("sliding_window", jnp.float32(8.0), r"^sliding_window must be an integer; got a traced value of dtype float32"),
+    ("scale", jnp.bool_(True), r"^scale must be a real number; got a traced value of dtype bool"),
+])
+def test_traced_options_are_checked_at_trace_time(name, value, match):
     args = paged_args()
-    f = jax.jit(lambda cap: jaxpaged.paged_attention(*args.values(), soft_cap=cap))
-    with pytest.raises(ValueError, match=r"^soft_cap must be a Python number, not a traced value"):
-        f(30.0)
+    f = jax.jit(lambda x: jaxpaged.paged_attention(*args.values(), **{name: x}))
+    with pytest.raises(ValueError, match=match):
+        f(value)
     g = jax.jit(lambda s: jaxpaged.mla_decode(*mla_args().values(), scale=s))
-    with pytest.raises(ValueError, match=r"^scale must be a Python number, not a traced value"):
-        g(0.1)
+    with pytest.raises(ValueError, match=r"^scale must be a scalar; got a traced value of shape \(1,\)"):
+        g(jnp.ones((1,), jnp.float32))
 
 
 def test_key_positions_must_fit_32_bits():

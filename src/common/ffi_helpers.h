@@ -41,6 +41,18 @@ inline ffi::Error check_dim(int64_t got, int64_t want, const char* what) {
                                      std::to_string(got) + ", expected " + std::to_string(want));
 }
 
+// Traced options travel as an int32 operand of `words` words; static ones as attributes, with an
+// empty operand. *out is the operand's data (device memory on GPU), or nullptr when it is empty.
+inline ffi::Error decode_options(ffi::Buffer<ffi::S32> options, int64_t words, const int32_t** out) {
+  const int64_t n = int64_t(options.element_count());
+  if (n != 0 && n != words) {
+    return ffi::Error::InvalidArgument("jaxpaged: the options operand must have 0 or " +
+                                       std::to_string(words) + " int32 words, got " + std::to_string(n));
+  }
+  *out = n == 0 ? nullptr : options.typed_data();
+  return ffi::Error::Success();
+}
+
 #define JP_RETURN_IF_ERROR(expr)              \
   do {                                        \
     ::xla::ffi::Error jp_err_ = (expr);       \

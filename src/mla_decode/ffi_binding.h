@@ -16,6 +16,7 @@ inline auto mla_decode_binding() {
       .Arg<ffi::AnyBuffer>()          // kpe_cache (or ckv_cache again, combined layout)
       .Arg<ffi::Buffer<ffi::S32>>()   // kv_lens
       .Arg<ffi::Buffer<ffi::S32>>()   // block_tables
+      .Arg<ffi::Buffer<ffi::S32>>()   // options: traced options (params.h), or empty
       .Attr<float>("scale")
       .Attr<int32_t>("causal")
       .Ret<ffi::AnyBuffer>()          // out
@@ -24,7 +25,8 @@ inline auto mla_decode_binding() {
 
 inline ffi::Error decode_mla_decode(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, ffi::AnyBuffer ckv,
                                     ffi::AnyBuffer kpe, ffi::Buffer<ffi::S32> kv_lens,
-                                    ffi::Buffer<ffi::S32> block_tables, float scale, int32_t causal,
+                                    ffi::Buffer<ffi::S32> block_tables, ffi::Buffer<ffi::S32> options,
+                                    float scale, int32_t causal,
                                     ffi::Result<ffi::AnyBuffer>& out,
                                     ffi::Result<ffi::Buffer<ffi::F32>>& lse, MlaDecodeParams* p) {
   JP_RETURN_IF_ERROR(check_rank(q_nope.dimensions(), 4, "q_nope"));
@@ -78,6 +80,7 @@ inline ffi::Error decode_mla_decode(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, 
   p->out = out->untyped_data();
   p->lse = lse->typed_data();
   p->scale = scale;
+  JP_RETURN_IF_ERROR(decode_options(options, kMlaOptionWords, &p->options));
   p->causal = causal != 0;
   return ffi::Error::Success();
 }

@@ -12,6 +12,7 @@ namespace {
 void mla_decode_cpu(const MlaDecodeParams& p, Dtype dt) {
   constexpr int64_t DL = kMlaLatentDim, DR = kMlaRopeDim;
   const int64_t capacity = p.max_pages * p.page_size;
+  const float scale = mla_scale(p);  // host memory here, traced or not
   HostSoftmax softmax(DL);
   std::vector<float> latent, rope, qn(DL), qr(DR);
 
@@ -46,7 +47,7 @@ void mla_decode_cpu(const MlaDecodeParams& p, Dtype dt) {
           float dot = 0.f;
           for (int64_t d = 0; d < DL; ++d) dot += qn[d] * latent[j * DL + d];
           for (int64_t d = 0; d < DR; ++d) dot += qr[d] * rope[j * DR + d];
-          return dot * p.scale;
+          return dot * scale;
         };
         softmax.row(n, score, latent.data(), p.out, row, p.lse, dt);
       }
@@ -56,10 +57,11 @@ void mla_decode_cpu(const MlaDecodeParams& p, Dtype dt) {
 
 ffi::Error mla_decode_cpu_impl(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, ffi::AnyBuffer ckv,
                                ffi::AnyBuffer kpe, ffi::Buffer<ffi::S32> kv_lens,
-                               ffi::Buffer<ffi::S32> block_tables, float scale, int32_t causal,
+                               ffi::Buffer<ffi::S32> block_tables, ffi::Buffer<ffi::S32> options,
+                               float scale, int32_t causal,
                                ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::Buffer<ffi::F32>> lse) {
   MlaDecodeParams p;
-  JP_RETURN_IF_ERROR(decode_mla_decode(q_nope, q_pe, ckv, kpe, kv_lens, block_tables, scale, causal,
+  JP_RETURN_IF_ERROR(decode_mla_decode(q_nope, q_pe, ckv, kpe, kv_lens, block_tables, options, scale, causal,
                                        out, lse, &p));
   Dtype dt;
   if (!to_dtype(q_nope.element_type(), &dt)) {

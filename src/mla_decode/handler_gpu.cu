@@ -59,11 +59,12 @@ ffi::Error launch_hopper(const MlaDecodeParams& p, const MlaWorkspace& w, float*
 
 ffi::Error mla_decode_gpu_impl(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, ffi::AnyBuffer ckv,
                                ffi::AnyBuffer kpe, ffi::Buffer<ffi::S32> kv_lens,
-                               ffi::Buffer<ffi::S32> block_tables, float scale, int32_t causal,
+                               ffi::Buffer<ffi::S32> block_tables, ffi::Buffer<ffi::S32> options,
+                               float scale, int32_t causal,
                                ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::Buffer<ffi::F32>> lse,
                                ffi::Result<ffi::Buffer<ffi::F32>> workspace, gpuStream_t stream) {
   MlaDecodeParams p;
-  JP_RETURN_IF_ERROR(decode_mla_decode(q_nope, q_pe, ckv, kpe, kv_lens, block_tables, scale, causal,
+  JP_RETURN_IF_ERROR(decode_mla_decode(q_nope, q_pe, ckv, kpe, kv_lens, block_tables, options, scale, causal,
                                        out, lse, &p));
   if (p.batch * p.s_q * p.num_heads == 0) return ffi::Error::Success();
   const MlaWorkspace w = MlaWorkspace::of(p, mla_device(current_device()));

@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include "common/host_device.h"
+
 namespace jaxpaged {
 
 constexpr int kMlaLatentDim = 512;  // compressed KV width, also the value width
@@ -24,8 +26,16 @@ struct MlaDecodeParams {
   // combined 576-wide layout, where kpe points 512 elements into each ckv row).
   int64_t ckv_page_stride, ckv_slot_stride, kpe_page_stride, kpe_slot_stride;
 
-  float scale;
+  float scale;             // the attribute's value, unless `options` is set
+  const int32_t* options;  // traced options (device array {scale bits}), or nullptr
   bool causal;
 };
+
+constexpr int kMlaOptionWords = 1;
+
+// The call's score scale, wherever it travels.
+JP_HOST_DEVICE float mla_scale(const MlaDecodeParams& p) {
+  return p.options == nullptr ? p.scale : float_from_bits(p.options[0]);
+}
 
 }  // namespace jaxpaged

@@ -17,6 +17,7 @@ inline auto paged_attention_binding() {
       .Arg<ffi::Buffer<ffi::S32>>()   // kv_lens
       .Arg<ffi::Buffer<ffi::S32>>()   // block_tables
       .Arg<ffi::Buffer<ffi::S32>>()   // cu_q_lens
+      .Arg<ffi::Buffer<ffi::S32>>()   // options: traced options (params.h), or empty
       .Attr<float>("scale")
       .Attr<float>("soft_cap")
       .Attr<int32_t>("sliding_window")
@@ -28,7 +29,8 @@ inline auto paged_attention_binding() {
 
 inline ffi::Error decode_paged_attention(
     ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v, ffi::Buffer<ffi::S32> kv_lens,
-    ffi::Buffer<ffi::S32> block_tables, ffi::Buffer<ffi::S32> cu_q_lens, float scale,
+    ffi::Buffer<ffi::S32> block_tables, ffi::Buffer<ffi::S32> cu_q_lens,
+    ffi::Buffer<ffi::S32> options, float scale,
     float soft_cap, int32_t sliding_window, int32_t kv_layout, int32_t decode_only,
     ffi::Result<ffi::AnyBuffer>& out, ffi::Result<ffi::Buffer<ffi::F32>>& lse,
     PagedAttentionParams* p) {
@@ -83,6 +85,7 @@ inline ffi::Error decode_paged_attention(
   p->scale = scale;
   p->soft_cap = soft_cap;
   p->sliding_window = sliding_window;
+  JP_RETURN_IF_ERROR(decode_options(options, PagedOptions::kWords, &p->options));
   p->decode_only = decode_only != 0;
   return ffi::Error::Success();
 }

@@ -13,6 +13,7 @@ namespace {
 void paged_attention_cpu(const PagedAttentionParams& p, Dtype dt) {
   const int64_t H = p.num_q_heads, D = p.head_dim, G = p.num_q_heads / p.num_kv_heads;
   const int64_t capacity = p.max_pages * p.page_size;
+  const PagedOptions opt = paged_options(p);  // host memory here, traced or not
   HostSoftmax softmax(D);
   std::vector<float> keys, vals;
 
@@ -24,7 +25,7 @@ void paged_attention_cpu(const PagedAttentionParams& p, Dtype dt) {
     KeyRange r{0, 0};
     if (has_seq) {
       const int64_t kv_len = clamp_kv_len(p.kv_lens[s], capacity);
-      r = visible_keys(kv_len, q_len, t - q_begin, p.sliding_window);
+      r = visible_keys(kv_len, q_len, t - q_begin, opt.sliding_window);
     }
     const int64_t n = r.empty() ? 0 : r.end - r.begin;
     // A visible key on a page whose id is out of range poisons the row with NaN: the loud
@@ -60,7 +61,7 @@ void paged_attention_cpu(const PagedAttentionParams& p, Dtype dt) {
         const auto score = [&](int64_t i) {
           float dot = 0.f;
           for (int64_t d = 0; d < D; ++d) dot += qf[d] * keys[i * D + d];
-          return apply_soft_cap(dot * p.scale, p.soft_cap);
+          return apply_soft_cap(dot * opt.scale, opt.soft_cap);
         };
         softmax.row(n, score, vals.data(), p.out, row, p.lse, dt);
       }
@@ -70,12 +71,13 @@ void paged_attention_cpu(const PagedAttentionParams& p, Dtype dt) {
 
 ffi::Error paged_attention_cpu_impl(ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v,
                                     ffi::Buffer<ffi::S32> kv_lens, ffi::Buffer<ffi::S32> block_tables,
-                                    ffi::Buffer<ffi::S32> cu_q_lens, float scale, float soft_cap,
+                                    ffi::Buffer<ffi::S32> cu_q_lens, ffi::Buffer<ffi::S32> options,
+                                    float scale, float soft_cap,
                                     int32_t sliding_window, int32_t kv_layout, int32_t decode_only,
                                     ffi::Result<ffi::AnyBuffer> out,
                                     ffi::Result<ffi::Buffer<ffi::F32>> lse) {
   PagedAttentionParams p;
-  JP_RETURN_IF_ERROR(decode_paged_attention(q, k, v, kv_lens, block_tables, cu_q_lens, scale,
+  JP_RETURN_IF_ERROR(decode_paged_attention(q, k, v, kv_lens, block_tables, cu_q_lens, options, scale,
                                             soft_cap, sliding_window, kv_layout, decode_only, out,
                                             lse, &p));
   Dtype dt;

@@ -19,13 +19,14 @@ ffi::Error launch_for_dim(const PagedAttentionParams& p, const PagedWorkspace& w
 
 ffi::Error paged_attention_gpu_impl(ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v,
                                     ffi::Buffer<ffi::S32> kv_lens, ffi::Buffer<ffi::S32> block_tables,
-                                    ffi::Buffer<ffi::S32> cu_q_lens, float scale, float soft_cap,
+                                    ffi::Buffer<ffi::S32> cu_q_lens, ffi::Buffer<ffi::S32> options,
+                                    float scale, float soft_cap,
                                     int32_t sliding_window, int32_t kv_layout, int32_t decode_only,
                                     ffi::Result<ffi::AnyBuffer> out,
                                     ffi::Result<ffi::Buffer<ffi::F32>> lse,
                                     ffi::Result<ffi::Buffer<ffi::F32>> workspace, gpuStream_t stream) {
   PagedAttentionParams p;
-  JP_RETURN_IF_ERROR(decode_paged_attention(q, k, v, kv_lens, block_tables, cu_q_lens, scale,
+  JP_RETURN_IF_ERROR(decode_paged_attention(q, k, v, kv_lens, block_tables, cu_q_lens, options, scale,
                                             soft_cap, sliding_window, kv_layout, decode_only, out,
                                             lse, &p));
   if (p.num_tokens == 0) return ffi::Error::Success();

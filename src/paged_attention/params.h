@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "common/host_device.h"
+
 namespace jaxpaged {
 
 struct PagedAttentionParams {
@@ -22,10 +24,25 @@ struct PagedAttentionParams {
   // ("NHD" [pages, page, heads, D] and "HND" [pages, heads, page, D]) are only these strides.
   int64_t page_stride, slot_stride, head_stride;
 
+  // The options, from the call's attributes; or, when `options` is set (traced options), from
+  // that device array: {scale bits, soft_cap bits, sliding_window} (kOptionWords int32 words).
   float scale;
   float soft_cap;         // <= 0: none
   int32_t sliding_window; // <= 0: none
+  const int32_t* options; // nullptr: the three fields above hold the options
   bool decode_only;       // one query row per sequence: row t is sequence t
 };
+
+struct PagedOptions {
+  static constexpr int kWords = 3;
+  float scale, soft_cap;
+  int32_t sliding_window;
+};
+
+// The call's options, wherever they travel (read once per block on the GPU).
+JP_HOST_DEVICE PagedOptions paged_options(const PagedAttentionParams& p) {
+  if (p.options == nullptr) return {p.scale, p.soft_cap, p.sliding_window};
+  return {float_from_bits(p.options[0]), float_from_bits(p.options[1]), p.options[2]};
+}
 
 }  // namespace jaxpaged

@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(kMlaThreads, 1)
     const int64_t i = (row0 + sm_row) / p.num_heads;
     row_end = p.causal ? visible_keys(kv_len, p.s_q, i, 0).end : kv_len;
   }
-  const float qk_scale = p.scale * kLog2e;
+  const float qk_scale = mla_scale(p) * kLog2e;
 
   // S roles: MT row tiles x 4 token groups of 8; with MT = 4 each warp takes two adjacent groups.
   constexpr int S_NT = MT == 4 ? 2 : 1;

@@ -70,7 +70,7 @@ struct MlaComputeWarpgroup {
       : p(params), base(sh.base), sSum(sh.sSum), sBadPage(sh.sBadPage), sBadWg(sh.sBadWg), full(sh.full),
         empty(sh.empty), wg(wg_), tw(tw_), lane(lane_), rows_per_b(rows_per_b_), row0(row0_), ld_chunk(ld_chunk_) {
     q_desc = wgmma_desc_sw128(smem_addr(base + S::kQ), 16, 1024);
-    qk_scale = p.scale * kLog2e;
+    qk_scale = mla_scale(p) * kLog2e;
     r_lo = (tw / 32) * 16 + lane / 4;
     r_hi = r_lo + 8;
     my_max = sh.sMax + wg * 256 + 2 * tw;

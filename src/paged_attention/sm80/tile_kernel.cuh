@@ -91,11 +91,12 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
 
   // The tile's rows are token-major, so the first row has the smallest visible begin and the last
   // row the largest end: their union bounds every row's keys.
+  const PagedOptions opt = paged_options(p);  // traced options: three loads from the device array
   const int kv_len = int(clamp_kv_len(p.kv_lens[seq], p.max_pages * p.page_size));
   int u_begin = 0, u_end = 0;
   if (rows_here > 0) {
-    u_begin = int(visible_keys(kv_len, q_len, row0 / G, p.sliding_window).begin);
-    u_end = int(visible_keys(kv_len, q_len, (row0 + rows_here - 1) / G, p.sliding_window).end);
+    u_begin = int(visible_keys(kv_len, q_len, row0 / G, opt.sliding_window).begin);
+    u_end = int(visible_keys(kv_len, q_len, (row0 + rows_here - 1) / G, opt.sliding_window).end);
   }
   const int n_keys = u_end > u_begin ? u_end - u_begin : 0;
   const int per_split = (n_keys + num_splits - 1) / num_splits;
@@ -169,7 +170,7 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
     const int r = r_lo + 8 * h;
     vis_b[h] = vis_e[h] = 0;
     if (r < rows_here) {
-      const KeyRange kr = visible_keys(kv_len, q_len, (row0 + r) / G, p.sliding_window);
+      const KeyRange kr = visible_keys(kv_len, q_len, (row0 + r) / G, opt.sliding_window);
       vis_b[h] = max(int(kr.begin), k_begin);
       vis_e[h] = min(int(kr.end), k_end);
     }
@@ -177,9 +178,9 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
 
   // Scores in the log2 domain (softmax by exp2); with a soft cap c, the score becomes
   // c tanh(scale s / c) first (both factors folded into multipliers: no division per score).
-  const bool capped = p.soft_cap > 0.f;
-  const float s_mul = capped ? p.scale / p.soft_cap : p.scale * kLog2e;
-  const float cap_mul = p.soft_cap * kLog2e;
+  const bool capped = opt.soft_cap > 0.f;
+  const float s_mul = capped ? opt.scale / opt.soft_cap : opt.scale * kLog2e;
+  const float cap_mul = opt.soft_cap * kLog2e;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   float acc[NT][4];
 #pragma unroll

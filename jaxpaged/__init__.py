@@ -2,14 +2,16 @@
 
     out = jaxpaged.paged_attention(q, k_cache, v_cache, kv_lens, block_tables)
     out, lse = jaxpaged.mla_decode(q_nope, q_pe, ckv_cache, None, kv_lens, block_tables, scale=s)
+    k_cache, v_cache = jaxpaged.write_kv(k_cache, v_cache, k_new, v_new, slot_mapping)
 
 Both are jittable and vmappable; jaxpaged.reference holds their exact jnp definitions.
 """
 
 from jaxpaged import reference
 from jaxpaged._extension import GPU_PLATFORM as gpu_platform
+from jaxpaged.cache_write import write_kv, write_mla_kv
 from jaxpaged.mla_decode import mla_decode
 from jaxpaged.paged_attention import paged_attention
 
-__all__ = ["paged_attention", "mla_decode", "reference", "gpu_platform"]
+__all__ = ["paged_attention", "mla_decode", "write_kv", "write_mla_kv", "reference", "gpu_platform"]
 __version__ = "0.1.0"

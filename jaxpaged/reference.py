@@ -11,6 +11,8 @@ import math
 import jax
 import jax.numpy as jnp
 
+from jaxpaged import _fp8
+
 # Rows gathered at once are capped so that their float32 K/V copies stay near this many bytes.
 _CHUNK_BYTES = 1 << 28
 
@@ -152,3 +154,49 @@ def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, sca
     chunk = _rows_per_chunk(capacity * (DL + rope_all.shape[-1]) * 4 + s_q * H * capacity * 8)
     out, lse = jax.lax.map(one_batch, (q_nope, q_pe, block_tables, L), batch_size=min(chunk, B) or None)
     return out.astype(q_nope.dtype), lse
+
+
+def _write_rows(cache, rows, slot_mapping):
+    """cache [P, page_size, ...] with token n's row stored at slot_mapping[n] (page * page_size +
+    offset), one token after another; slots outside [0, P * page_size) are skipped."""
+    num_pages, page_size = cache.shape[:2]
+    flat = cache.reshape((num_pages * page_size,) + cache.shape[2:])
+
+    def one(n, flat):
+        slot = slot_mapping[n]
+        keep = (slot >= 0) & (slot < num_pages * page_size)
+        safe = jnp.where(keep, slot, 0)
+        return flat.at[safe].set(jnp.where(keep, rows[n], flat[safe]))
+    return jax.lax.fori_loop(0, rows.shape[0], one, flat).reshape(cache.shape)
+
+
+def write_kv(k_cache, v_cache, k_new, v_new, slot_mapping, *, k_scale=None, v_scale=None, kv_layout="NHD"):
+    """Reference cache write: token n's K/V rows go to slot slot_mapping[n] = page * page_size +
+    offset (skipped outside [0, P * page_size)); into an fp8 cache as _fp8.quantize(x, scale)
+    (x / scale, saturated, round to nearest even; scale default 1.0), else cast."""
+    def store(cache, x, scale):
+        if _fp8.is_fp8(cache.dtype):
+            return _fp8.quantize(x, 1.0 if scale is None else scale, cache.dtype)
+        return x.astype(cache.dtype)
+    hnd = kv_layout == "HND"
+    swap = lambda c: c.transpose(0, 2, 1, 3) if hnd else c  # noqa: E731  (HND <-> NHD)
+    k = _write_rows(swap(k_cache), store(k_cache, k_new, k_scale), slot_mapping)
+    v = _write_rows(swap(v_cache), store(v_cache, v_new, v_scale), slot_mapping)
+    return swap(k), swap(v)
+
+
+def write_mla_kv(ckv_cache, kpe_cache, ckv_new, kpe_new, slot_mapping, *, kv_scale=None):
+    """Reference MLA cache write, as write_kv: split caches get latent and rope separately; a
+    combined [.., 576] cache gets their concatenation; a uint8 [.., 656] cache DeepSeek-V3.2's rows
+    (_fp8.pack_ds_rows: per-128 scale max|x| / 448, rope bfloat16)."""
+    def store(cache, x):
+        if _fp8.is_fp8(cache.dtype):
+            return _fp8.quantize(x, 1.0 if kv_scale is None else kv_scale, cache.dtype)
+        return x.astype(cache.dtype)
+    if kpe_cache is not None:
+        return (_write_rows(ckv_cache, store(ckv_cache, ckv_new), slot_mapping),
+                _write_rows(kpe_cache, kpe_new.astype(kpe_cache.dtype), slot_mapping))
+    if ckv_cache.shape[-1] == _fp8.DS_ROW_BYTES:
+        return _write_rows(ckv_cache, _fp8.pack_ds_rows(ckv_new, kpe_new), slot_mapping), None
+    rows = jnp.concatenate([ckv_new.astype(jnp.float32), kpe_new.astype(jnp.float32)], axis=-1)
+    return _write_rows(ckv_cache, store(ckv_cache, rows), slot_mapping), None

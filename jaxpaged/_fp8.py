@@ -1,0 +1,63 @@
+"""The quantized cache formats: per-tensor-scaled fp8, and DeepSeek-V3.2's 656-byte MLA rows.
+
+Every op and the reference read and write them through these functions, so a format is defined
+once: a value is stored as `x / scale` rounded to the nearest even fp8 value, saturated to the
+format's finite maximum (a NaN stays NaN), and read back as `stored.astype(float32) * scale`.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+FP8_DTYPES = (np.dtype(jnp.float8_e4m3fn), np.dtype(jnp.float8_e5m2))
+
+# DeepSeek-V3.2's MLA cache row (uint8 [.., 656]): 512 e4m3 latent values, 4 float32 scales (one per
+# 128 latent values, little-endian), 64 bfloat16 rope values.
+DS_ROW_BYTES = 656
+DS_GROUP = 128
+_DS_LATENT, _DS_SCALES, _DS_ROPE = 512, 4 * 4, 64 * 2
+E4M3_MAX = float(jnp.finfo(jnp.float8_e4m3fn).max)  # 448
+
+
+def is_fp8(dtype) -> bool:
+    return np.dtype(dtype) in FP8_DTYPES
+
+
+def quantize(x, scale, dtype):
+    """x (any float) stored in fp8 `dtype` with a per-tensor scale."""
+    top = float(jnp.finfo(dtype).max)
+    return jnp.clip(jnp.asarray(x, jnp.float32) / scale, -top, top).astype(dtype)
+
+
+def dequantize(x, scale):
+    return x.astype(jnp.float32) * scale
+
+
+def _bytes(x, n):
+    """The little-endian bytes of x's last axis, as uint8 [..., n]."""
+    return jax.lax.bitcast_convert_type(x, jnp.uint8).reshape(x.shape[:-1] + (n,))
+
+
+def pack_ds_rows(latent, rope):
+    """latent [..., 512] and rope [..., 64] (any float) as DeepSeek-V3.2 rows, uint8 [..., 656]:
+    each group of 128 latent values gets scale max|x| / 448 (1.0 for an all-zero group)."""
+    groups = jnp.asarray(latent, jnp.float32).reshape(latent.shape[:-1] + (4, DS_GROUP))
+    amax = jnp.max(jnp.abs(groups), axis=-1, keepdims=True)
+    scales = jnp.where(amax > 0, amax / E4M3_MAX, 1.0)
+    values = quantize(groups, scales, jnp.float8_e4m3fn).reshape(latent.shape)
+    return jnp.concatenate([_bytes(values, _DS_LATENT), _bytes(scales[..., 0], _DS_SCALES),
+                            _bytes(jnp.asarray(rope, jnp.bfloat16), _DS_ROPE)], axis=-1)
+
+
+def unpack_ds_rows(rows):
+    """uint8 [..., 656] rows as (latent [..., 512], rope [..., 64]) float32."""
+    lead = rows.shape[:-1]
+    values = jax.lax.bitcast_convert_type(rows[..., :_DS_LATENT], jnp.float8_e4m3fn)
+    scales = jax.lax.bitcast_convert_type(
+        rows[..., _DS_LATENT:_DS_LATENT + _DS_SCALES].reshape(lead + (4, 4)), jnp.float32)
+    latent = (values.astype(jnp.float32).reshape(lead + (4, DS_GROUP)) * scales[..., None]).reshape(lead + (512,))
+    rope = jax.lax.bitcast_convert_type(
+        rows[..., _DS_LATENT + _DS_SCALES:].reshape(lead + (64, 2)), jnp.bfloat16).astype(jnp.float32)
+    return latent, rope

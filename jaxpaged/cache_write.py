@@ -1,0 +1,144 @@
+"""write_kv / write_mla_kv: new tokens' keys and values into their cache slots.
+
+One XLA scatter per cache, with out-of-range slots dropped: jittable, command-buffer safe, and in
+place when the caller donates the caches (jax.jit(..., donate_argnums=...), or caches carried
+through a lax.scan / while loop), so its cost follows the tokens written, not the cache size.
+Writing into an fp8 cache quantizes (jaxpaged/_fp8.py defines the formats).
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from jaxpaged import _checks, _fp8
+from jaxpaged.paged_attention import KV_LAYOUTS
+
+LATENT_DIM, ROPE_DIM = 512, 64
+_CACHE_DTYPES = _checks.FLOAT_DTYPES + _fp8.FP8_DTYPES
+
+
+def _slots(slot_mapping, num_new: int, num_pages: int, page_size: int):
+    """(page, offset) per new token; a slot outside [0, num_pages * page_size) gets page num_pages,
+    which the scatter drops (a negative index would wrap around instead)."""
+    slots = _checks.index_array("slot_mapping", slot_mapping, out_of_range=-1)
+    if slots.shape != (num_new,):
+        raise ValueError(f"slot_mapping must have shape [N] = ({num_new},); got {slots.shape}")
+    valid = (slots >= 0) & (slots < num_pages * page_size)
+    return jnp.where(valid, slots // page_size, num_pages), jnp.where(valid, slots % page_size, 0)
+
+
+def _check_cache(name: str, cache, rank: int, expected: str):
+    cache = jnp.asarray(cache)
+    if cache.ndim != rank:
+        raise ValueError(f"{name} must have shape {expected} (rank {rank}); got shape {cache.shape}")
+    if cache.dtype not in _CACHE_DTYPES:
+        raise ValueError(f"{name} must be bfloat16, float16, float32, float8_e4m3fn or float8_e5m2; "
+                         f"got {cache.dtype}")
+    return cache
+
+
+def _check_new(name: str, x, shape: tuple, expected: str):
+    x = jnp.asarray(x)
+    if x.shape != shape:
+        raise ValueError(f"{name} must have shape {expected} = {shape}; got {x.shape}")
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        raise ValueError(f"{name} must be a float array; got {x.dtype}")
+    return x
+
+
+def _stored(name: str, x, cache_dtype, scale, scale_name: str):
+    """x as the cache stores it: quantized with `scale` into an fp8 cache, else cast."""
+    if _fp8.is_fp8(cache_dtype):
+        scale = 1.0 if scale is None else _checks.option(scale_name, scale, positive=True)
+        return _fp8.quantize(x, scale, cache_dtype)
+    if scale is not None:
+        raise ValueError(f"{scale_name} applies to fp8 caches only; {name}'s cache is {np.dtype(cache_dtype)}")
+    return x.astype(cache_dtype)
+
+
+def write_kv(k_cache, v_cache, k_new, v_new, slot_mapping, *, k_scale=None, v_scale=None, kv_layout="NHD"):
+    """Writes N new tokens' keys and values into a paged KV cache.
+
+    Args:
+      k_cache, v_cache: the caches of jaxpaged.paged_attention ("NHD" [P, page_size, Hkv, D] or
+        "HND" [P, Hkv, page_size, D]), 16/32-bit float or fp8 (float8_e4m3fn / float8_e5m2).
+      k_new, v_new: [N, Hkv, D] float.
+      slot_mapping: int [N], slot = page * page_size + offset of each token; a slot outside
+        [0, P * page_size) (e.g. -1 for a padding token) is skipped. If two tokens name one slot,
+        one of them wins (unspecified which).
+      k_scale, v_scale: fp8 caches only: values are stored as x / scale (saturated, round to nearest
+        even); default 1.0; Python numbers or traced scalars.
+
+    Returns:
+      (k_cache, v_cache) updated; in place when the caller donates them.
+    """
+    if kv_layout not in KV_LAYOUTS:
+        raise ValueError(f"kv_layout must be 'NHD' or 'HND'; got {kv_layout!r}")
+    layout = "[P, page_size, Hkv, D]" if kv_layout == "NHD" else "[P, Hkv, page_size, D]"
+    k_cache = _check_cache("k_cache", k_cache, 4, layout)
+    v_cache = _check_cache("v_cache", v_cache, 4, layout)
+    if v_cache.shape != k_cache.shape or v_cache.dtype != k_cache.dtype:
+        raise ValueError(f"v_cache must match k_cache {k_cache.dtype}{list(k_cache.shape)}; "
+                         f"got {v_cache.dtype}{list(v_cache.shape)}")
+    if kv_layout == "NHD":
+        num_pages, page_size, num_kv_heads, head_dim = k_cache.shape
+    else:
+        num_pages, num_kv_heads, page_size, head_dim = k_cache.shape
+    num_new = jnp.shape(k_new)[0] if jnp.ndim(k_new) else 0
+    k_new = _check_new("k_new", k_new, (num_new, num_kv_heads, head_dim), "[N, Hkv, D]")
+    v_new = _check_new("v_new", v_new, (num_new, num_kv_heads, head_dim), "[N, Hkv, D]")
+    page, offset = _slots(slot_mapping, num_new, num_pages, page_size)
+    k_new = _stored("k_new", k_new, k_cache.dtype, k_scale, "k_scale")
+    v_new = _stored("v_new", v_new, v_cache.dtype, v_scale, "v_scale")
+    if kv_layout == "NHD":
+        put = lambda cache, x: cache.at[page, offset].set(x, mode="drop")  # noqa: E731
+    else:
+        put = lambda cache, x: cache.at[page, :, offset].set(x, mode="drop")  # noqa: E731
+    return put(k_cache, k_new), put(v_cache, v_new)
+
+
+def write_mla_kv(ckv_cache, kpe_cache, ckv_new, kpe_new, slot_mapping, *, kv_scale=None):
+    """Writes N new tokens' latent (512) and rope (64) parts into an MLA cache.
+
+    Args:
+      ckv_cache, kpe_cache: the caches of jaxpaged.mla_decode: [P, page_size, 512] + [P, page_size,
+        64]; or kpe_cache=None with a combined [P, page_size, 576] cache (16/32-bit float or
+        float8_e4m3fn), or DeepSeek-V3.2's uint8 [P, page_size, 656] rows (each group of 128 latent
+        values gets scale max|x| / 448, 1.0 for an all-zero group; the rope stays bfloat16). An fp8
+        ckv_cache of the split layout keeps a 16-bit kpe_cache.
+      ckv_new, kpe_new: [N, 512], [N, 64] float. slot_mapping: as in write_kv.
+      kv_scale: fp8 (float8_e4m3fn) caches only: per-tensor scale, default 1.0.
+
+    Returns:
+      (ckv_cache, kpe_cache) updated (kpe_cache None when it was None); in place when donated.
+    """
+    ckv_cache = jnp.asarray(ckv_cache)
+    if ckv_cache.ndim != 3:
+        raise ValueError(f"ckv_cache must have shape [P, page_size, 512, 576 or 656]; got {ckv_cache.shape}")
+    num_pages, page_size, width = ckv_cache.shape
+    num_new = jnp.shape(ckv_new)[0] if jnp.ndim(ckv_new) else 0
+    ckv_new = _check_new("ckv_new", ckv_new, (num_new, LATENT_DIM), "[N, 512]")
+    kpe_new = _check_new("kpe_new", kpe_new, (num_new, ROPE_DIM), "[N, 64]")
+    page, offset = _slots(slot_mapping, num_new, num_pages, page_size)
+    put = lambda cache, x: cache.at[page, offset].set(x, mode="drop")  # noqa: E731
+    if kpe_cache is not None:
+        if width != LATENT_DIM:
+            raise ValueError(f"ckv_cache must be [P, page_size, 512] with a kpe_cache; got {ckv_cache.shape}")
+        ckv_cache = _check_cache("ckv_cache", ckv_cache, 3, "[P, page_size, 512]")
+        kpe_cache = _check_cache("kpe_cache", kpe_cache, 3, "[P, page_size, 64]")
+        if kpe_cache.shape != (num_pages, page_size, ROPE_DIM) or _fp8.is_fp8(kpe_cache.dtype):
+            raise ValueError(f"kpe_cache must be a 16/32-bit float [P, page_size, 64] = "
+                             f"{(num_pages, page_size, ROPE_DIM)}; got {kpe_cache.dtype}{list(kpe_cache.shape)}")
+        return (put(ckv_cache, _stored("ckv_new", ckv_new, ckv_cache.dtype, kv_scale, "kv_scale")),
+                put(kpe_cache, kpe_new.astype(kpe_cache.dtype)))
+    if width == _fp8.DS_ROW_BYTES and ckv_cache.dtype == np.uint8:
+        if kv_scale is not None:
+            raise ValueError("kv_scale does not apply to the 656-byte cache (its rows carry their own scales)")
+        return put(ckv_cache, _fp8.pack_ds_rows(ckv_new, kpe_new)), None
+    if width != LATENT_DIM + ROPE_DIM:
+        raise ValueError(f"ckv_cache must be [P, page_size, 576] or uint8 [P, page_size, 656] when kpe_cache "
+                         f"is None; got {ckv_cache.dtype}{list(ckv_cache.shape)}")
+    ckv_cache = _check_cache("ckv_cache", ckv_cache, 3, "[P, page_size, 576]")
+    rows = jnp.concatenate([ckv_new.astype(jnp.float32), kpe_new.astype(jnp.float32)], axis=-1)
+    return put(ckv_cache, _stored("ckv_new", rows, ckv_cache.dtype, kv_scale, "kv_scale")), None

@@ -1,0 +1,134 @@
+"""write_kv / write_mla_kv against the reference: every cache layout and format, skipped slots,
+duplicates, quantization (saturation, NaN, the 656-byte rows' bytes), in-place under donation."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxpaged
+from jaxpaged import _fp8, reference
+
+P, PAGE, HKV, D = 6, 16, 2, 64
+CACHE_DTYPES = ["bfloat16", "float32", "float8_e4m3fn", "float8_e5m2"]
+
+
+def _bits(x):
+    x = np.asarray(x)
+    return x.view(np.uint8 if x.dtype.itemsize == 1 else np.uint16 if x.dtype.itemsize == 2 else np.uint32)
+
+
+def _cache(rng, shape, dtype):
+    return jnp.asarray(rng.standard_normal(shape) * 2, jnp.float32).astype(dtype)
+
+
+def _slots(rng, n):
+    """n distinct slots in range, then -1 (padding), a slot past the cache and int32 max."""
+    return np.concatenate([rng.permutation(P * PAGE)[:n], [-1, P * PAGE, 2**31 - 1]]).astype(np.int32)
+
+
+@pytest.mark.parametrize("dtype", CACHE_DTYPES)
+@pytest.mark.parametrize("kv_layout", ["NHD", "HND"])
+def test_write_kv_matches_reference(rng, dtype, kv_layout):
+    shape = (P, PAGE, HKV, D) if kv_layout == "NHD" else (P, HKV, PAGE, D)
+    k, v = _cache(rng, shape, dtype), _cache(rng, shape, dtype)
+    slots = _slots(rng, 21)
+    k_new = jnp.asarray(rng.standard_normal((len(slots), HKV, D)) * 40, jnp.float32)
+    v_new = jnp.asarray(rng.standard_normal((len(slots), HKV, D)), jnp.bfloat16)
+    scales = dict(k_scale=0.5, v_scale=jnp.float32(0.02)) if "float8" in dtype else {}
+    f = jax.jit(lambda *a: jaxpaged.write_kv(*a, kv_layout=kv_layout, **scales))
+    got = f(k, v, k_new, v_new, slots)
+    want = reference.write_kv(k, v, k_new, v_new, jnp.asarray(slots), kv_layout=kv_layout, **scales)
+    for g, w, old in zip(got, want, (k, v)):
+        assert g.dtype == old.dtype and g.shape == old.shape
+        np.testing.assert_array_equal(_bits(g), _bits(w))
+    # Untouched slots keep their bytes; written ones changed.
+    written = np.zeros(P * PAGE, bool)
+    written[slots[:21]] = True
+    to_nhd = (lambda c: np.asarray(c)) if kv_layout == "NHD" else (lambda c: np.asarray(c).transpose(0, 2, 1, 3))
+    flat = lambda c: _bits(to_nhd(c)).reshape(P * PAGE, -1)  # noqa: E731
+    np.testing.assert_array_equal(flat(got[0])[~written], flat(k)[~written])
+
+
+def test_fp8_quantization_saturates_rounds_and_keeps_nan():
+    k = jnp.zeros((1, PAGE, 1, D), jnp.float8_e4m3fn)
+    x = np.zeros((4, 1, D), np.float32)
+    x[0, 0, :4] = [1000.0, -1000.0, 464.0, np.nan]  # saturate both ways; 464 ties to even (448)
+    x[1, 0, :2] = [0.3, 17.0]
+    out, _ = jaxpaged.write_kv(k, k, x, x, np.arange(4, dtype=np.int32), k_scale=1.0, v_scale=1.0)
+    row0 = np.asarray(out[0, 0, 0, :4], np.float32)
+    np.testing.assert_array_equal(row0[:3], [448.0, -448.0, 448.0])
+    assert np.isnan(row0[3])
+    np.testing.assert_array_equal(np.asarray(out[0, 1, 0, :2], np.float32), [0.3125, 16.0])
+    halved, _ = jaxpaged.write_kv(k, k, x, x, np.arange(4, dtype=np.int32), k_scale=2.0)
+    np.testing.assert_array_equal(np.asarray(halved[0, 1, 0, :2], np.float32), [0.15625, 8.0])
+
+
+def test_duplicate_slots_one_wins(rng):
+    k = jnp.zeros((P, PAGE, HKV, D), jnp.float32)
+    new = jnp.asarray(rng.standard_normal((3, HKV, D)), jnp.float32)
+    out, _ = jaxpaged.write_kv(k, k, new, new, np.array([5, 5, 7], np.int32))
+    row = np.asarray(out[0, 5])
+    assert any(np.array_equal(row, np.asarray(new[i])) for i in (0, 1))
+    np.testing.assert_array_equal(np.asarray(out[0, 7]), np.asarray(new[2]))
+
+
+def test_donated_caches_are_updated_in_place(rng):
+    k = jnp.zeros((P, PAGE, HKV, D), jnp.bfloat16)
+    new = jnp.ones((2, HKV, D), jnp.bfloat16)
+    f = jax.jit(jaxpaged.write_kv, donate_argnums=(0, 1))
+    hlo = f.lower(k, k + 0, new, new, np.array([0, 1], np.int32)).compile().as_text()
+    assert "input_output_alias" in hlo and "copy(" not in hlo.split("ENTRY")[-1]
+
+
+MLA_FORMATS = [  # (ckv width, ckv dtype, kpe dtype or None)
+    (512, "bfloat16", "bfloat16"), (512, "float8_e4m3fn", "bfloat16"), (576, "bfloat16", None),
+    (576, "float8_e4m3fn", None), (576, "float32", None), (656, "uint8", None)]
+
+
+@pytest.mark.parametrize("width, dtype, kpe_dtype", MLA_FORMATS)
+def test_write_mla_kv_matches_reference(rng, width, dtype, kpe_dtype):
+    if dtype == "uint8":
+        ckv = jnp.asarray(rng.integers(0, 256, (P, PAGE, width)), jnp.uint8)
+    else:
+        ckv = _cache(rng, (P, PAGE, width), dtype)
+    kpe = None if kpe_dtype is None else _cache(rng, (P, PAGE, 64), kpe_dtype)
+    slots = _slots(rng, 30)
+    ckv_new = jnp.asarray(rng.standard_normal((len(slots), 512)) * 3, jnp.bfloat16)
+    ckv_new = ckv_new.at[0, :128].set(0)  # an all-zero group: scale 1.0 in the 656-byte rows
+    kpe_new = jnp.asarray(rng.standard_normal((len(slots), 64)), jnp.bfloat16)
+    kw = dict(kv_scale=0.05) if "float8" in dtype else {}
+    got = jax.jit(lambda *a: jaxpaged.write_mla_kv(*a, **kw))(ckv, kpe, ckv_new, kpe_new, slots)
+    want = reference.write_mla_kv(ckv, kpe, ckv_new, kpe_new, jnp.asarray(slots), **kw)
+    assert (got[1] is None) == (kpe is None)
+    for g, w in zip(got, want):
+        if w is not None:
+            np.testing.assert_array_equal(_bits(g), _bits(w))
+    if width == 656:  # the row's bytes: e4m3 latent, 4 little-endian float32 scales, bf16 rope
+        page, off = divmod(int(slots[0]), PAGE)
+        row = np.asarray(got[0][page, off])
+        scales = row[512:528].view("<f4")
+        groups = np.abs(np.asarray(ckv_new[0], np.float32)).reshape(4, 128).max(axis=1)
+        # max / 448 in float32; XLA may divide by multiplying with 1/448 (1 ulp from numpy).
+        np.testing.assert_allclose(scales, np.where(groups > 0, groups / 448.0, 1.0), rtol=2.4e-7)
+        np.testing.assert_array_equal(row[528:].view("<u2"), _bits(kpe_new[0]))
+        latent, rope = _fp8.unpack_ds_rows(jnp.asarray(row))
+        np.testing.assert_allclose(latent, np.asarray(ckv_new[0], np.float32), rtol=0.07, atol=1e-6)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda k, n, s: jaxpaged.write_kv(k, k, n, n, s, k_scale=0.5), r"^k_scale applies to fp8 caches only"),
+    (lambda k, n, s: jaxpaged.write_kv(k, k, n[:, :1], n, s), r"^k_new must have shape \[N, Hkv, D\]"),
+    (lambda k, n, s: jaxpaged.write_kv(k, k[:, :8], n, n, s), r"^v_cache must match k_cache"),
+    (lambda k, n, s: jaxpaged.write_kv(k, k, n, n, s[:1]), r"^slot_mapping must have shape \[N\]"),
+    (lambda k, n, s: jaxpaged.write_kv(k, k, n, n, s.astype(np.float32)), r"^slot_mapping must be int32"),
+    (lambda k, n, s: jaxpaged.write_kv(k, k, n, n, s, kv_layout="NDH"), r"^kv_layout must be"),
+    (lambda k, n, s: jaxpaged.write_mla_kv(jnp.zeros((P, PAGE, 656), jnp.uint8), None, jnp.zeros((2, 512)),
+                                           jnp.zeros((2, 64)), s, kv_scale=1.0), r"^kv_scale does not apply"),
+    (lambda k, n, s: jaxpaged.write_mla_kv(jnp.zeros((P, PAGE, 600)), None, jnp.zeros((2, 512)),
+                                           jnp.zeros((2, 64)), s), r"^ckv_cache must be \[P, page_size, 576\]"),
+])
+def test_write_errors_name_the_argument(call, match):
+    k = jnp.zeros((P, PAGE, HKV, D), jnp.bfloat16)
+    with pytest.raises(ValueError, match=match):
+        call(k, jnp.zeros((2, HKV, D), jnp.bfloat16), np.array([0, 1], np.int32))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxpaged import _checks, _extension, _spec
+from jaxpaged import _checks, _extension, _sinks, _spec
 
 LATENT_DIM = 512  # compressed KV width; also the value/output width
 ROPE_DIM = 64     # rotary part of the key
@@ -101,7 +101,7 @@ class _MlaDecode(_spec.OpSpec):
 mla_decode_p = _spec.define(_MlaDecode())
 
 
-def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, scale, causal=False):
+def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, scale, causal=False, sinks=None):
     """DeepSeek multi-head latent attention decode over a paged latent cache.
 
     Args:
@@ -113,6 +113,7 @@ def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, sca
       scale: score scale (required: MLA's softmax scale uses the pre-absorption head dim); a Python
         number or a traced scalar (read by the kernels on the device).
       causal: query i of s_q sees keys j <= kv_len - s_q + i (speculative / MTP decoding).
+      sinks: float [Hq] or None: attention sinks, as in paged_attention (lse excludes them).
 
     Returns:
       (out [B, s_q, Hq, 512] in q's dtype, lse [B, s_q, Hq] float32). Exact rule:
@@ -136,9 +137,12 @@ def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, sca
         kpe_cache = ckv_cache
     elif combined:
         raise ValueError("kpe_cache must be None when ckv_cache is the combined 576-wide layout")
+    if sinks is not None:
+        sinks = _sinks.check_sinks(sinks, jnp.shape(q_nope)[2] if jnp.ndim(q_nope) == 4 else -1)
     if traced:
         options, scale = _checks.option_words(scale), 0.0  # the attribute is unused
     else:
         options = jnp.zeros(_checks.NO_OPTIONS_SHAPE, jnp.int32)
-    return tuple(mla_decode_p.bind(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, options,
-                                   scale=scale, causal=bool(causal)))
+    out, lse = mla_decode_p.bind(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, options,
+                                 scale=scale, causal=bool(causal))
+    return (out, lse) if sinks is None else (_sinks.apply_sinks(out, lse, sinks), lse)

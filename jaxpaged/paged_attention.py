@@ -11,7 +11,7 @@ import math
 import jax
 import jax.numpy as jnp
 
-from jaxpaged import _checks, _extension, _spec
+from jaxpaged import _checks, _extension, _sinks, _spec
 
 SUPPORTED_HEAD_DIMS = (64, 128, 256)
 KV_LAYOUTS = {"NHD": 0, "HND": 1}
@@ -153,7 +153,7 @@ paged_attention_p = _spec.define(_PagedAttention())
 
 
 def paged_attention(q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens=None, *, scale=None,
-                    soft_cap=None, sliding_window=None, kv_layout="NHD", return_lse=False):
+                    soft_cap=None, sliding_window=None, kv_layout="NHD", return_lse=False, sinks=None):
     """Attention of query tokens over a paged KV cache (GQA/MQA/MHA; decode and chunked prefill).
 
     Args:
@@ -171,6 +171,8 @@ def paged_attention(q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens=None, 
         device: a traced soft_cap that is not positive and finite means no cap, and a traced
         sliding_window below 1 means no window (so a scan can mix global and windowed layers).
       kv_layout: "NHD" or "HND". return_lse: also return the log-sum-exp [T, Hq] float32.
+      sinks: float [Hq] or None: attention sinks, a per-head logit added to each row's softmax
+        denominator (a key with that score and a zero value); the returned lse excludes it.
 
     Returns:
       out [T, Hq, D] in q's dtype, or (out, lse) with return_lse=True. The exact rule for which
@@ -198,6 +200,8 @@ def paged_attention(q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens=None, 
         cu_q_lens = _checks.index_array("cu_q_lens", cu_q_lens)
         if cu_q_lens.ndim == 1 and cu_q_lens.shape[0] > 0:
             cu_q_lens = jax.lax.cummax(jnp.clip(cu_q_lens, 0, q.shape[0]))
+    if sinks is not None:
+        sinks = _sinks.check_sinks(sinks, q.shape[1])
     if traced:
         soft_cap = jnp.where((soft_cap > 0) & jnp.isfinite(soft_cap), soft_cap, 0.0)  # else: no cap
         options = _checks.option_words(scale, soft_cap, window)
@@ -207,4 +211,6 @@ def paged_attention(q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens=None, 
     out, lse = paged_attention_p.bind(
         q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens, options, scale=scale, soft_cap=soft_cap,
         sliding_window=window, kv_layout=KV_LAYOUTS[kv_layout], decode_only=decode_only)
+    if sinks is not None:
+        out = _sinks.apply_sinks(out, lse, sinks)
     return (out, lse) if return_lse else out

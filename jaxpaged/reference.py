@@ -22,7 +22,7 @@ def _rows_per_chunk(bytes_per_row: int) -> int:
 
 
 def paged_attention(q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens=None, *, scale=None,
-                    soft_cap=None, sliding_window=None, kv_layout="NHD", return_lse=False):
+                    soft_cap=None, sliding_window=None, kv_layout="NHD", return_lse=False, sinks=None):
     """Reference paged attention. The rule, for query row t:
 
     * Row t belongs to sequence s when cu[s] <= t < cu[s+1], with cu = clip(cu_q_lens, 0, T) made
@@ -40,6 +40,8 @@ def paged_attention(q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens=None, 
       (a traced c that is not positive and finite means no cap; the public op rejects a static one).
       Output = softmax(scores) @ V in q's dtype; lse = log(sum(exp(scores))) in float32. A row
       that sees no key gets output 0 and lse -inf.
+    * sinks [Hq]: head h's softmax denominator gains exp(sinks[h]) (a key with that score and a
+      zero value): out = sum_j exp(s_j) v_j / (sum_j exp(s_j) + exp(sinks[h])); lse excludes it.
     """
     T, Hq, D = q.shape
     if kv_layout == "HND":
@@ -92,7 +94,7 @@ def paged_attention(q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens=None, 
         w = jnp.where(visible, jnp.exp(s_ - jnp.where(jnp.isfinite(m), m, 0.0)), 0.0)
         l = jnp.sum(w, axis=-1)
         o = jnp.einsum("hgk,khd->hgd", w, v, precision=jax.lax.Precision.HIGHEST)
-        o = jnp.where(l[..., None] > 0, o / jnp.where(l > 0, l, 1.0)[..., None], 0.0)
+        o = _normalize(o, l, m[..., 0], None if sinks is None else sinks.reshape(Hkv, Hq // Hkv))
         lse = jnp.where(l > 0, m[..., 0] + jnp.log(jnp.where(l > 0, l, 1.0)), -jnp.inf)
         o = jnp.where(bad, jnp.nan, o)
         lse = jnp.where(bad, jnp.nan, lse)
@@ -104,7 +106,16 @@ def paged_attention(q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens=None, 
     return (out, lse) if return_lse else out
 
 
-def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, scale, causal=False):
+def _normalize(o, l, m, sinks):
+    """Softmax-weighted sums o (weights exp(s - m), summing to l) divided by the denominator: l,
+    plus exp(sink - m) per head with sinks. Rows with no key (l = 0) get 0."""
+    den = l
+    if sinks is not None:
+        den = l + jnp.exp(jnp.asarray(sinks, jnp.float32) - jnp.where(jnp.isfinite(m), m, 0.0))
+    return jnp.where(l[..., None] > 0, o / jnp.where(l > 0, den, 1.0)[..., None], 0.0)
+
+
+def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, scale, causal=False, sinks=None):
     """Reference MLA decode. For batch row b with L = clip(kv_lens[b], 0, max_pages*page_size):
 
     * key j (0 <= j < L) is the cache row at page block_tables[b, j // page_size], slot
@@ -115,6 +126,7 @@ def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, sca
     * out = softmax(scores) @ c (the latent doubles as the value), in q's dtype; lse float32.
       Rows that see no key: out 0, lse -inf. If any of the first ceil(L/page_size) page ids is
       outside [0, num_pages), all of row b's outputs and lse are NaN.
+    * sinks [Hq]: as in paged_attention (a denominator term exp(sinks[h]); lse excludes it).
     """
     B, s_q, H, DL = q_nope.shape
     if kpe_cache is None:
@@ -147,7 +159,7 @@ def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, sca
         w = jnp.where(visible, jnp.exp(s_ - jnp.where(jnp.isfinite(m), m, 0.0)), 0.0)
         l = jnp.sum(w, axis=-1)
         o = jnp.einsum("ihk,kd->ihd", w, c, precision=hp)
-        o = jnp.where(l[..., None] > 0, o / jnp.where(l > 0, l, 1.0)[..., None], 0.0)
+        o = _normalize(o, l, m[..., 0], sinks)
         lse = jnp.where(l > 0, m[..., 0] + jnp.log(jnp.where(l > 0, l, 1.0)), -jnp.inf)
         return jnp.where(bad, jnp.nan, o), jnp.where(bad, jnp.nan, lse)
 

@@ -39,6 +39,11 @@ class OpSpec:
         """Shape/dtype rule: the results' ShapedArrays; ValueError naming the argument on bad input."""
         raise NotImplementedError
 
+    def gpu_unsupported(self, avals_in, params) -> str | None:
+        """Why the GPU kernels cannot run a call with these operands (a ValueError at lowering),
+        or None."""
+        return None
+
     def workspace_bytes(self, avals_in, params, device: int) -> int:
         """Bytes of GPU workspace for a call with these operands on GPU `device` (-1: any)."""
         raise NotImplementedError
@@ -95,6 +100,9 @@ def _register_ffi_lowerings(prim: Primitive, target: str, spec: OpSpec) -> None:
             raise ValueError(
                 f"jaxpaged: {prim.name} on GPU supports {', '.join(map(str, spec.gpu_dtypes))}; got "
                 f"{dtype} (float32 runs on CPU only)")
+        why = spec.gpu_unsupported(ctx.avals_in, params)
+        if why is not None:
+            raise ValueError(f"jaxpaged: {prim.name} on GPU: {why}")
         nbytes = max(spec.workspace_bytes(ctx.avals_in, params, d) for d in _gpu_ordinals(ctx))
         ws_aval = jax.core.ShapedArray((max(-(-nbytes // 4), 1),), jnp.float32)
         ctx = ctx.replace(avals_out=[*ctx.avals_out, ws_aval])

@@ -9,24 +9,28 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxpaged import _checks, _extension, _sinks, _spec
+import numpy as np
+
+from jaxpaged import _checks, _extension, _fp8, _sinks, _spec
 
 LATENT_DIM = 512  # compressed KV width; also the value/output width
 ROPE_DIM = 64     # rotary part of the key
 
 
-OPTION_WORDS = 1  # traced options: scale (float32 bits)
+OPTION_WORDS = 2  # traced options: scale, kv_scale (float32 bits)
 
 
 class _MlaDecode(_spec.OpSpec):
     """Operands: q_nope, q_pe, ckv_cache, kpe_cache (ckv_cache again for the combined layout),
-    kv_lens, block_tables, options (int32 [1] when scale is traced, read by the kernels from the
-    device; else [0]). Params: scale (ignored when options has words), causal. Results: out, lse."""
+    kv_lens, block_tables, options (int32 [2] when an option is traced, read by the kernels from
+    the device; else [0]). Params: scale, kv_scale (ignored when options has words), causal.
+    Results: out, lse. Caches: q's dtype; fp8 (combined, or the latent with a 16-bit rope cache),
+    scaled by kv_scale; or DeepSeek-V3.2's uint8 [.., 656] rows (passed twice, like combined)."""
 
     name = "mla_decode"
 
     def abstract_eval(self, q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, options, *, scale,
-                      causal):
+                      kv_scale, causal):
         _checks.check_rank("q_nope", q_nope, 4, "[B, s_q, Hq, 512]")
         _checks.check_float("q_nope", q_nope)
         batch, s_q, num_heads, latent = q_nope.shape
@@ -37,10 +41,14 @@ class _MlaDecode(_spec.OpSpec):
                              f"got {q_pe.shape}")
         _checks.check_same_dtype("q_pe", q_pe, "q_nope", q_nope)
         _checks.check_rank("ckv_cache", ckv_cache, 3, "[num_pages, page_size, 512 or 576]")
-        _checks.check_same_dtype("ckv_cache", ckv_cache, "q_nope", q_nope)
+        ds_rows = ckv_cache.dtype == np.uint8
+        if not (ds_rows or _fp8.is_fp8(ckv_cache.dtype)):
+            _checks.check_same_dtype("ckv_cache", ckv_cache, "q_nope", q_nope)
         num_pages, page_size, width = ckv_cache.shape
-        combined = width == LATENT_DIM + ROPE_DIM  # kpe_cache is then ckv_cache again, unread
-        if width not in (LATENT_DIM, LATENT_DIM + ROPE_DIM):
+        if ds_rows and width != _fp8.DS_ROW_BYTES:
+            raise ValueError(f"a uint8 ckv_cache holds DeepSeek-V3.2's 656-byte rows; got shape {ckv_cache.shape}")
+        combined = width == LATENT_DIM + ROPE_DIM or ds_rows  # kpe_cache is then ckv_cache again, unread
+        if width not in (LATENT_DIM, LATENT_DIM + ROPE_DIM) and not ds_rows:
             raise ValueError(f"ckv_cache's last dim must be 512 (with kpe_cache) or 576 (combined, "
                              f"kpe_cache=None); got shape {ckv_cache.shape}")
         if not combined:
@@ -57,6 +65,11 @@ class _MlaDecode(_spec.OpSpec):
         _checks.check_options(options, OPTION_WORDS)
         return (jax.core.ShapedArray(q_nope.shape, q_nope.dtype),
                 jax.core.ShapedArray((batch, s_q, num_heads), jnp.float32))
+
+    def gpu_unsupported(self, avals_in, params):
+        if avals_in[2].dtype != avals_in[0].dtype:
+            return "fp8 and 656-byte caches run on CPU only in this version (their GPU kernels are not written yet)"
+        return None
 
     def workspace_bytes(self, avals_in, params, device):
         q_nope, _, ckv_cache, _, _, block_tables = avals_in[:6]
@@ -101,7 +114,8 @@ class _MlaDecode(_spec.OpSpec):
 mla_decode_p = _spec.define(_MlaDecode())
 
 
-def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, scale, causal=False, sinks=None):
+def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, scale, causal=False, sinks=None,
+               kv_scale=None):
     """DeepSeek multi-head latent attention decode over a paged latent cache.
 
     Args:
@@ -109,11 +123,15 @@ def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, sca
       q_pe: [B, s_q, Hq, 64] rotary part of the query.
       ckv_cache: [num_pages, page_size, 512] latent cache with kpe_cache [num_pages, page_size, 64],
         or the combined [num_pages, page_size, 576] layout (latent then rope) with kpe_cache=None.
+        Quantized caches (CPU only for now): float8_e4m3fn combined, or an fp8 latent cache with a
+        16-bit kpe_cache, read as value * kv_scale; or DeepSeek-V3.2's uint8 [num_pages,
+        page_size, 656] rows with kpe_cache=None (jaxpaged.write_mla_kv writes all of them).
       kv_lens: int32 [B]; block_tables: int32 [B, max_pages].
       scale: score scale (required: MLA's softmax scale uses the pre-absorption head dim); a Python
         number or a traced scalar (read by the kernels on the device).
       causal: query i of s_q sees keys j <= kv_len - s_q + i (speculative / MTP decoding).
       sinks: float [Hq] or None: attention sinks, as in paged_attention (lse excludes them).
+      kv_scale: fp8 caches only: per-tensor scale (default 1.0; a Python number or traced scalar).
 
     Returns:
       (out [B, s_q, Hq, 512] in q's dtype, lse [B, s_q, Hq] float32). Exact rule:
@@ -121,18 +139,21 @@ def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, sca
     """
     if scale is None:
         raise ValueError("scale is required for mla_decode (e.g. 1/sqrt(128 + 64) for DeepSeek-V3)")
-    traced = _checks.is_traced(scale)
+    traced = _checks.any_traced(scale, kv_scale)
     scale = _checks.option("scale", scale)
+    if kv_scale is not None and not _fp8.is_fp8(jnp.result_type(ckv_cache)):
+        raise ValueError(f"kv_scale applies to fp8 caches only; ckv_cache is {jnp.result_type(ckv_cache)}")
+    kv_scale = 1.0 if kv_scale is None else _checks.option("kv_scale", kv_scale)
     if _checks.is_traced(causal):
         raise ValueError("causal must be a Python bool, not a traced value: mark it static, e.g. "
                          "jax.jit(f, static_argnames=('causal',))")
     kv_lens = _checks.index_array("kv_lens", kv_lens)
     block_tables = _checks.index_array("block_tables", block_tables, out_of_range=-1)
-    combined = jnp.shape(ckv_cache)[-1:] == (LATENT_DIM + ROPE_DIM,)
+    combined = jnp.shape(ckv_cache)[-1:] in ((LATENT_DIM + ROPE_DIM,), (_fp8.DS_ROW_BYTES,))
     if kpe_cache is None:
         if not combined:
-            raise ValueError(f"ckv_cache must be [num_pages, page_size, 576] when kpe_cache is None; "
-                             f"got shape {jnp.shape(ckv_cache)}")
+            raise ValueError(f"ckv_cache must be [num_pages, page_size, 576] (or uint8 [.., 656]) when "
+                             f"kpe_cache is None; got shape {jnp.shape(ckv_cache)}")
         # Combined layout: the same buffer goes in twice; the kernel addresses its rope part in place.
         kpe_cache = ckv_cache
     elif combined:
@@ -140,9 +161,9 @@ def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, sca
     if sinks is not None:
         sinks = _sinks.check_sinks(sinks, jnp.shape(q_nope)[2] if jnp.ndim(q_nope) == 4 else -1)
     if traced:
-        options, scale = _checks.option_words(scale), 0.0  # the attribute is unused
+        options, scale, kv_scale = _checks.option_words(scale, kv_scale), 0.0, 0.0  # the attributes are unused
     else:
         options = jnp.zeros(_checks.NO_OPTIONS_SHAPE, jnp.int32)
     out, lse = mla_decode_p.bind(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, options,
-                                 scale=scale, causal=bool(causal))
+                                 scale=scale, kv_scale=kv_scale, causal=bool(causal))
     return (out, lse) if sinks is None else (_sinks.apply_sinks(out, lse, sinks), lse)

@@ -11,7 +11,7 @@ import math
 import jax
 import jax.numpy as jnp
 
-from jaxpaged import _checks, _extension, _sinks, _spec
+from jaxpaged import _checks, _extension, _fp8, _sinks, _spec
 
 SUPPORTED_HEAD_DIMS = (64, 128, 256)
 KV_LAYOUTS = {"NHD": 0, "HND": 1}
@@ -26,25 +26,27 @@ def _cache_dims(k_shape, kv_layout: int):
     return num_pages, page_size, num_kv_heads, head_dim
 
 
-OPTION_WORDS = 3  # traced options: scale, soft_cap (float32 bits), sliding_window
+OPTION_WORDS = 5  # traced options: scale, soft_cap (float32 bits), sliding_window, k_scale, v_scale
 
 
 class _PagedAttention(_spec.OpSpec):
     """Operands: q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens (pure decode gets
-    arange(S + 1)), options (int32 [3] when any option is traced, read by the kernels from the
-    device; else [0]). Params: scale, soft_cap (0: none), sliding_window (0: none) - ignored when
-    options has words -, kv_layout (0: NHD, 1: HND), decode_only. Results: out, lse."""
+    arange(S + 1)), options (int32 [5] when any option is traced, read by the kernels from the
+    device; else [0]). Params: scale, soft_cap (0: none), sliding_window (0: none), k_scale,
+    v_scale (fp8 caches) - ignored when options has words -, kv_layout (0: NHD, 1: HND),
+    decode_only. Results: out, lse."""
 
     name = "paged_attention"
 
     def abstract_eval(self, q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens, options, *, scale,
-                      soft_cap, sliding_window, kv_layout, decode_only):
+                      soft_cap, sliding_window, k_scale, v_scale, kv_layout, decode_only):
         layout = "[num_pages, page_size, Hkv, D]" if kv_layout == 0 else "[num_pages, Hkv, page_size, D]"
         _checks.check_rank("q", q, 3, "[T, Hq, D]")
         _checks.check_float("q", q)
         _checks.check_rank("k_cache", k_cache, 4, layout)
-        _checks.check_same_dtype("k_cache", k_cache, "q", q)
-        _checks.check_same_dtype("v_cache", v_cache, "q", q)
+        if not _fp8.is_fp8(k_cache.dtype):
+            _checks.check_same_dtype("k_cache", k_cache, "q", q)
+        _checks.check_same_dtype("v_cache", v_cache, "k_cache", k_cache)
         if v_cache.shape != k_cache.shape:
             raise ValueError(f"v_cache must have the shape of k_cache {k_cache.shape}; got {v_cache.shape}")
         num_tokens, num_q_heads, head_dim = q.shape
@@ -73,6 +75,11 @@ class _PagedAttention(_spec.OpSpec):
                              f"T ({num_tokens}) must equal len(kv_lens) ({num_seqs})")
         return (jax.core.ShapedArray(q.shape, q.dtype),
                 jax.core.ShapedArray((num_tokens, num_q_heads), jnp.float32))
+
+    def gpu_unsupported(self, avals_in, params):
+        if _fp8.is_fp8(avals_in[1].dtype):
+            return "fp8 KV caches run on CPU only in this version (their GPU kernels are not written yet)"
+        return None
 
     def workspace_bytes(self, avals_in, params, device):
         q, k_cache, _, kv_lens, block_tables = avals_in[:5]
@@ -153,13 +160,15 @@ paged_attention_p = _spec.define(_PagedAttention())
 
 
 def paged_attention(q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens=None, *, scale=None,
-                    soft_cap=None, sliding_window=None, kv_layout="NHD", return_lse=False, sinks=None):
+                    soft_cap=None, sliding_window=None, kv_layout="NHD", return_lse=False, sinks=None,
+                    k_scale=None, v_scale=None):
     """Attention of query tokens over a paged KV cache (GQA/MQA/MHA; decode and chunked prefill).
 
     Args:
       q: [T, Hq, D] query rows, bfloat16/float16 (GPU) or also float32 (CPU).
       k_cache, v_cache: [num_pages, page_size, Hkv, D] ("NHD") or [num_pages, Hkv, page_size, D]
-        ("HND"), q's dtype. Hq must be a multiple of Hkv; D one of 64, 128, 256.
+        ("HND"), q's dtype or fp8 (float8_e4m3fn / float8_e5m2; CPU only for now). Hq must be a
+        multiple of Hkv; D one of 64, 128, 256.
       kv_lens: int32 [S], tokens in each sequence's cache (including the query chunk's own).
       block_tables: int32 [S, max_pages], the cache pages of each sequence in order.
       cu_q_lens: int32 [S + 1] cumulative query rows per sequence, or None for pure decode
@@ -171,6 +180,8 @@ def paged_attention(q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens=None, 
         device: a traced soft_cap that is not positive and finite means no cap, and a traced
         sliding_window below 1 means no window (so a scan can mix global and windowed layers).
       kv_layout: "NHD" or "HND". return_lse: also return the log-sum-exp [T, Hq] float32.
+      k_scale, v_scale: fp8 caches only: a key is k_cache.astype(float32) * k_scale, a value
+        likewise with v_scale (default 1.0; Python numbers or traced scalars).
       sinks: float [Hq] or None: attention sinks, a per-head logit added to each row's softmax
         denominator (a key with that score and a zero value); the returned lse excludes it.
 
@@ -180,7 +191,7 @@ def paged_attention(q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens=None, 
     """
     if kv_layout not in KV_LAYOUTS:
         raise ValueError(f"kv_layout must be 'NHD' or 'HND'; got {kv_layout!r}")
-    traced = _checks.any_traced(scale, soft_cap, sliding_window)
+    traced = _checks.any_traced(scale, soft_cap, sliding_window, k_scale, v_scale)
     soft_cap = 0.0 if soft_cap is None else _checks.option("soft_cap", soft_cap, positive=True)
     window = 0 if sliding_window is None else _checks.option("sliding_window", sliding_window, integer=True)
     q = jnp.asarray(q)
@@ -189,6 +200,12 @@ def paged_attention(q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens=None, 
     if q.shape[-1] not in SUPPORTED_HEAD_DIMS:
         raise ValueError(f"q: head dim must be one of {SUPPORTED_HEAD_DIMS}; got {q.shape[-1]}")
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else _checks.option("scale", scale)
+    fp8 = _fp8.is_fp8(jnp.result_type(k_cache))
+    for name, value in (("k_scale", k_scale), ("v_scale", v_scale)):
+        if value is not None and not fp8:
+            raise ValueError(f"{name} applies to fp8 caches only; k_cache is {jnp.result_type(k_cache)}")
+    k_scale = 1.0 if k_scale is None else _checks.option("k_scale", k_scale)
+    v_scale = 1.0 if v_scale is None else _checks.option("v_scale", v_scale)
     kv_lens = _checks.index_array("kv_lens", kv_lens)
     block_tables = _checks.index_array("block_tables", block_tables, out_of_range=-1)
     decode_only = cu_q_lens is None
@@ -204,13 +221,14 @@ def paged_attention(q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens=None, 
         sinks = _sinks.check_sinks(sinks, q.shape[1])
     if traced:
         soft_cap = jnp.where((soft_cap > 0) & jnp.isfinite(soft_cap), soft_cap, 0.0)  # else: no cap
-        options = _checks.option_words(scale, soft_cap, window)
-        scale, soft_cap, window = 0.0, 0.0, 0  # the attributes are unused
+        options = _checks.option_words(scale, soft_cap, window, k_scale, v_scale)
+        scale, soft_cap, window, k_scale, v_scale = 0.0, 0.0, 0, 0.0, 0.0  # the attributes are unused
     else:
         options = jnp.zeros(_checks.NO_OPTIONS_SHAPE, jnp.int32)
     out, lse = paged_attention_p.bind(
         q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens, options, scale=scale, soft_cap=soft_cap,
-        sliding_window=window, kv_layout=KV_LAYOUTS[kv_layout], decode_only=decode_only)
+        sliding_window=window, k_scale=k_scale, v_scale=v_scale, kv_layout=KV_LAYOUTS[kv_layout],
+        decode_only=decode_only)
     if sinks is not None:
         out = _sinks.apply_sinks(out, lse, sinks)
     return (out, lse) if return_lse else out

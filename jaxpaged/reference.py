@@ -22,7 +22,8 @@ def _rows_per_chunk(bytes_per_row: int) -> int:
 
 
 def paged_attention(q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens=None, *, scale=None,
-                    soft_cap=None, sliding_window=None, kv_layout="NHD", return_lse=False, sinks=None):
+                    soft_cap=None, sliding_window=None, kv_layout="NHD", return_lse=False, sinks=None,
+                    k_scale=None, v_scale=None):
     """Reference paged attention. The rule, for query row t:
 
     * Row t belongs to sequence s when cu[s] <= t < cu[s+1], with cu = clip(cu_q_lens, 0, T) made
@@ -40,6 +41,8 @@ def paged_attention(q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens=None, 
       (a traced c that is not positive and finite means no cap; the public op rejects a static one).
       Output = softmax(scores) @ V in q's dtype; lse = log(sum(exp(scores))) in float32. A row
       that sees no key gets output 0 and lse -inf.
+    * fp8 caches: a key is k_cache.astype(float32) * k_scale, a value v_cache.astype(float32) *
+      v_scale (scales default 1.0); then the same math.
     * sinks [Hq]: head h's softmax denominator gains exp(sinks[h]) (a key with that score and a
       zero value): out = sum_j exp(s_j) v_j / (sum_j exp(s_j) + exp(sinks[h])); lse excludes it.
     """
@@ -50,6 +53,9 @@ def paged_attention(q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens=None, 
     S, max_pages = block_tables.shape
     capacity = max_pages * page_size
     scale = 1.0 / math.sqrt(D) if scale is None else scale
+    fp8 = _fp8.is_fp8(k_cache.dtype)
+    k_mul = (1.0 if k_scale is None else k_scale) if fp8 else 1.0
+    v_mul = (1.0 if v_scale is None else v_scale) if fp8 else 1.0
 
     rows = jnp.arange(T, dtype=jnp.int32)
     if cu_q_lens is None:
@@ -80,8 +86,8 @@ def paged_attention(q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens=None, 
         safe = jnp.clip(pages, 0, num_pages - 1)
         # Unread cache rows may hold anything (NaN included): zero them so 0 * NaN cannot leak.
         keep = visible[:, None, None]
-        k = jnp.where(keep, k_cache[safe, key_pos % page_size].astype(jnp.float32), 0.0)
-        v = jnp.where(keep, v_cache[safe, key_pos % page_size].astype(jnp.float32), 0.0)
+        k = jnp.where(keep, k_cache[safe, key_pos % page_size].astype(jnp.float32) * k_mul, 0.0)
+        v = jnp.where(keep, v_cache[safe, key_pos % page_size].astype(jnp.float32) * v_mul, 0.0)
         qg = q_row.astype(jnp.float32).reshape(Hkv, Hq // Hkv, D)
         s_ = jnp.einsum("hgd,khd->hgk", qg, k, precision=jax.lax.Precision.HIGHEST) * scale
         if soft_cap is not None:
@@ -115,7 +121,8 @@ def _normalize(o, l, m, sinks):
     return jnp.where(l[..., None] > 0, o / jnp.where(l > 0, den, 1.0)[..., None], 0.0)
 
 
-def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, scale, causal=False, sinks=None):
+def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, scale, causal=False, sinks=None,
+               kv_scale=None):
     """Reference MLA decode. For batch row b with L = clip(kv_lens[b], 0, max_pages*page_size):
 
     * key j (0 <= j < L) is the cache row at page block_tables[b, j // page_size], slot
@@ -127,13 +134,23 @@ def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, sca
       Rows that see no key: out 0, lse -inf. If any of the first ceil(L/page_size) page ids is
       outside [0, num_pages), all of row b's outputs and lse are NaN.
     * sinks [Hq]: as in paged_attention (a denominator term exp(sinks[h]); lse excludes it).
+    * Quantized caches are read as float32 first: fp8 parts as value * kv_scale (default 1.0);
+      DeepSeek-V3.2's uint8 [.., 656] rows as _fp8.unpack_ds_rows says.
     """
     B, s_q, H, DL = q_nope.shape
-    if kpe_cache is None:
-        latent_all, rope_all = ckv_cache[..., :DL], ckv_cache[..., DL:]
-    else:
-        latent_all, rope_all = ckv_cache, kpe_cache
-    num_pages, page_size, _ = latent_all.shape
+
+    def read(part):  # float32, fp8 scaled
+        scale_ = (1.0 if kv_scale is None else kv_scale) if _fp8.is_fp8(part.dtype) else 1.0
+        return part.astype(jnp.float32) * scale_
+
+    def tokens(pages, slots):  # (latent [n, 512], rope [n, 64]) float32 of the cached tokens
+        rows = ckv_cache[pages, slots]
+        if ckv_cache.dtype == jnp.uint8:
+            return _fp8.unpack_ds_rows(rows)
+        if kpe_cache is None:
+            return read(rows[..., :DL]), read(rows[..., DL:])
+        return read(rows), read(kpe_cache[pages, slots])
+    num_pages, page_size, _ = ckv_cache.shape
     max_pages = block_tables.shape[1]
     capacity = max_pages * page_size
     key_pos = jnp.arange(capacity)
@@ -146,8 +163,8 @@ def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, sca
         bad = jnp.any(present & ((pages < 0) | (pages >= num_pages)))
         safe = jnp.clip(pages, 0, num_pages - 1)
         keep = present[:, None]  # unread rows may hold anything: zero them (0 * NaN would leak)
-        c = jnp.where(keep, latent_all[safe, key_pos % page_size].astype(jnp.float32), 0.0)
-        r = jnp.where(keep, rope_all[safe, key_pos % page_size].astype(jnp.float32), 0.0)
+        latent, rope = tokens(safe, key_pos % page_size)
+        c, r = jnp.where(keep, latent, 0.0), jnp.where(keep, rope, 0.0)
         hp = jax.lax.Precision.HIGHEST
         s_ = (jnp.einsum("ihd,kd->ihk", qn.astype(jnp.float32), c, precision=hp)
               + jnp.einsum("ihd,kd->ihk", qp.astype(jnp.float32), r, precision=hp)) * scale
@@ -163,7 +180,7 @@ def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, sca
         lse = jnp.where(l > 0, m[..., 0] + jnp.log(jnp.where(l > 0, l, 1.0)), -jnp.inf)
         return jnp.where(bad, jnp.nan, o), jnp.where(bad, jnp.nan, lse)
 
-    chunk = _rows_per_chunk(capacity * (DL + rope_all.shape[-1]) * 4 + s_q * H * capacity * 8)
+    chunk = _rows_per_chunk(capacity * (DL + 64) * 4 + s_q * H * capacity * 8)
     out, lse = jax.lax.map(one_batch, (q_nope, q_pe, block_tables, L), batch_size=min(chunk, B) or None)
     return out.astype(q_nope.dtype), lse
 

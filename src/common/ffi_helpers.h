@@ -22,6 +22,15 @@ inline bool to_dtype(ffi::DataType t, Dtype* out) {
   }
 }
 
+// A KV cache's dtype: q's 16/32-bit floats or an fp8 format (read as value * scale).
+inline bool to_cache_dtype(ffi::DataType t, Dtype* out) {
+  switch (t) {
+    case ffi::DataType::F8E4M3FN: *out = Dtype::kF8E4M3; return true;
+    case ffi::DataType::F8E5M2: *out = Dtype::kF8E5M2; return true;
+    default: return to_dtype(t, out);
+  }
+}
+
 inline std::string dims_to_string(ffi::AnyBuffer::Dimensions d) {
   std::string s = "[";
   for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);

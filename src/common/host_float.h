@@ -59,13 +59,29 @@ inline uint16_t float_to_f16(float f) {
   return uint16_t(sign | (exp << 10) | ((abits >> 13) & 0x3FF));
 }
 
-// Element access by runtime dtype tag, used by the CPU handlers.
-enum class Dtype { kF32, kF16, kBF16 };
+// float8_e4m3fn: bias 7, no infinities; S.1111.111 is NaN, exponent 0 is subnormal (m * 2^-9).
+inline float e4m3_to_float(uint8_t b) {
+  const float sign = (b & 0x80) ? -1.f : 1.f;
+  const int exp = (b >> 3) & 0xF, man = b & 0x7;
+  if (exp == 0xF && man == 0x7) return std::nanf("");
+  if (exp == 0) return sign * std::ldexp(float(man), -9);
+  return sign * std::ldexp(float(8 + man), exp - 10);
+}
+
+// float8_e5m2 is the top byte of an IEEE binary16.
+inline float e5m2_to_float(uint8_t b) { return f16_to_float(uint16_t(uint16_t(b) << 8)); }
+
+// Element access by runtime dtype tag, used by the CPU handlers (fp8: caches only, read-only).
+enum class Dtype { kF32, kF16, kBF16, kF8E4M3, kF8E5M2 };
+
+inline bool is_fp8(Dtype t) { return t == Dtype::kF8E4M3 || t == Dtype::kF8E5M2; }
 
 inline float load_float(const void* base, int64_t i, Dtype t) {
   switch (t) {
     case Dtype::kF32: return static_cast<const float*>(base)[i];
     case Dtype::kF16: return f16_to_float(static_cast<const uint16_t*>(base)[i]);
+    case Dtype::kF8E4M3: return e4m3_to_float(static_cast<const uint8_t*>(base)[i]);
+    case Dtype::kF8E5M2: return e5m2_to_float(static_cast<const uint8_t*>(base)[i]);
     default: return bf16_to_float(static_cast<const uint16_t*>(base)[i]);
   }
 }

@@ -18,6 +18,7 @@ inline auto mla_decode_binding() {
       .Arg<ffi::Buffer<ffi::S32>>()   // block_tables
       .Arg<ffi::Buffer<ffi::S32>>()   // options: traced options (params.h), or empty
       .Attr<float>("scale")
+      .Attr<float>("kv_scale")
       .Attr<int32_t>("causal")
       .Ret<ffi::AnyBuffer>()          // out
       .Ret<ffi::Buffer<ffi::F32>>();  // lse
@@ -26,7 +27,7 @@ inline auto mla_decode_binding() {
 inline ffi::Error decode_mla_decode(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, ffi::AnyBuffer ckv,
                                     ffi::AnyBuffer kpe, ffi::Buffer<ffi::S32> kv_lens,
                                     ffi::Buffer<ffi::S32> block_tables, ffi::Buffer<ffi::S32> options,
-                                    float scale, int32_t causal,
+                                    float scale, float kv_scale, int32_t causal,
                                     ffi::Result<ffi::AnyBuffer>& out,
                                     ffi::Result<ffi::Buffer<ffi::F32>>& lse, MlaDecodeParams* p) {
   JP_RETURN_IF_ERROR(check_rank(q_nope.dimensions(), 4, "q_nope"));
@@ -35,10 +36,13 @@ inline ffi::Error decode_mla_decode(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, 
   JP_RETURN_IF_ERROR(check_rank(kpe.dimensions(), 3, "kpe_cache"));
   JP_RETURN_IF_ERROR(check_rank(kv_lens.dimensions(), 1, "kv_lens"));
   JP_RETURN_IF_ERROR(check_rank(block_tables.dimensions(), 2, "block_tables"));
-  const auto dt = q_nope.element_type();
-  if (q_pe.element_type() != dt || ckv.element_type() != dt || kpe.element_type() != dt ||
-      out->element_type() != dt) {
-    return ffi::Error::InvalidArgument("jaxpaged: MLA inputs and out must share a dtype");
+  const auto dt = q_nope.element_type(), cache_dt = ckv.element_type();
+  const bool fp8_cache = cache_dt == ffi::DataType::F8E4M3FN || cache_dt == ffi::DataType::F8E5M2;
+  p->ds_rows = cache_dt == ffi::DataType::U8;
+  if (q_pe.element_type() != dt || out->element_type() != dt || (cache_dt != dt && !fp8_cache && !p->ds_rows) ||
+      (kpe.element_type() != dt && kpe.element_type() != cache_dt)) {
+    return ffi::Error::InvalidArgument(
+        "jaxpaged: MLA queries and out must share a dtype; the caches q's dtype, fp8 or uint8 (656-byte rows)");
   }
   const auto qd = q_nope.dimensions(), cd = ckv.dimensions();
   p->batch = qd[0];
@@ -49,8 +53,10 @@ inline ffi::Error decode_mla_decode(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, 
   JP_RETURN_IF_ERROR(check_dim(q_pe.dimensions()[3], kMlaRopeDim, "q_pe's last dim"));
   p->num_pages = cd[0];
   p->page_size = cd[1];
-  const bool combined = cd[2] == kMlaLatentDim + kMlaRopeDim;
-  if (!combined) {
+  const bool combined = cd[2] == kMlaLatentDim + kMlaRopeDim || p->ds_rows;
+  if (p->ds_rows) {
+    JP_RETURN_IF_ERROR(check_dim(cd[2], kMlaDsRowBytes, "the uint8 ckv_cache's last dim"));
+  } else if (!combined) {
     JP_RETURN_IF_ERROR(check_dim(cd[2], kMlaLatentDim, "ckv_cache's last dim"));
     JP_RETURN_IF_ERROR(check_dim(kpe.dimensions()[0], cd[0], "kpe_cache's page count"));
     JP_RETURN_IF_ERROR(check_dim(kpe.dimensions()[1], cd[1], "kpe_cache's page size"));
@@ -72,14 +78,15 @@ inline ffi::Error decode_mla_decode(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, 
   p->q_pe = q_pe.untyped_data();
   p->ckv = ckv.untyped_data();
   // Combined layout: the rope part starts 512 elements into each row of the one buffer.
-  p->kpe = combined ? static_cast<const char*>(ckv.untyped_data()) +
-                          kMlaLatentDim * ffi::ByteWidth(dt)
-                    : kpe.untyped_data();
+  p->kpe = combined && !p->ds_rows
+               ? static_cast<const char*>(ckv.untyped_data()) + kMlaLatentDim * ffi::ByteWidth(cache_dt)
+               : (p->ds_rows ? ckv.untyped_data() : kpe.untyped_data());
   p->kv_lens = kv_lens.typed_data();
   p->block_tables = block_tables.typed_data();
   p->out = out->untyped_data();
   p->lse = lse->typed_data();
   p->scale = scale;
+  p->kv_scale = kv_scale;
   JP_RETURN_IF_ERROR(decode_options(options, kMlaOptionWords, &p->options));
   p->causal = causal != 0;
   return ffi::Error::Success();

@@ -1,5 +1,6 @@
 // CPU handler for MLA decode: exact semantics in plain C++ with float32 accumulation.
 // Each cached token is converted to float once per batch row and shared by all query heads.
+#include <cstring>
 #include <vector>
 
 #include "common/host_softmax.h"
@@ -9,7 +10,32 @@
 namespace jaxpaged {
 namespace {
 
-void mla_decode_cpu(const MlaDecodeParams& p, Dtype dt) {
+// How the caches store a token: their dtypes (q's, or fp8 scaled by kv_scale) or DeepSeek's rows.
+struct MlaCacheFormat {
+  Dtype ckv, kpe;
+  float kv_scale;
+};
+
+// One cached token's 512 latent and 64 rope values as floats.
+void load_token(const MlaDecodeParams& p, const MlaCacheFormat& f, int64_t page, int64_t slot, float* latent,
+                float* rope) {
+  constexpr int64_t DL = kMlaLatentDim, DR = kMlaRopeDim;
+  if (p.ds_rows) {
+    const uint8_t* row = static_cast<const uint8_t*>(p.ckv) + page * p.ckv_page_stride + slot * p.ckv_slot_stride;
+    float scales[4];
+    std::memcpy(scales, row + kMlaDsScalesAt, sizeof scales);  // little-endian float32, as the host's
+    for (int64_t d = 0; d < DL; ++d) latent[d] = e4m3_to_float(row[d]) * scales[d / 128];
+    for (int64_t d = 0; d < DR; ++d) rope[d] = load_float(row + kMlaDsRopeAt, d, Dtype::kBF16);
+    return;
+  }
+  const float ckv_mul = is_fp8(f.ckv) ? f.kv_scale : 1.f, kpe_mul = is_fp8(f.kpe) ? f.kv_scale : 1.f;
+  for (int64_t d = 0; d < DL; ++d)
+    latent[d] = load_float(p.ckv, page * p.ckv_page_stride + slot * p.ckv_slot_stride + d, f.ckv) * ckv_mul;
+  for (int64_t d = 0; d < DR; ++d)
+    rope[d] = load_float(p.kpe, page * p.kpe_page_stride + slot * p.kpe_slot_stride + d, f.kpe) * kpe_mul;
+}
+
+void mla_decode_cpu(const MlaDecodeParams& p, Dtype dt, const MlaCacheFormat& format) {
   constexpr int64_t DL = kMlaLatentDim, DR = kMlaRopeDim;
   const int64_t capacity = p.max_pages * p.page_size;
   const float scale = mla_scale(p);  // host memory here, traced or not
@@ -25,11 +51,7 @@ void mla_decode_cpu(const MlaDecodeParams& p, Dtype dt) {
     for (int64_t j = 0; j < kv_len && !bad_page; ++j) {
       const int64_t page = p.block_tables[b * p.max_pages + j / p.page_size];
       if (page < 0 || page >= p.num_pages) { bad_page = true; break; }
-      const int64_t slot = j % p.page_size;
-      for (int64_t d = 0; d < DL; ++d)
-        latent[j * DL + d] = load_float(p.ckv, page * p.ckv_page_stride + slot * p.ckv_slot_stride + d, dt);
-      for (int64_t d = 0; d < DR; ++d)
-        rope[j * DR + d] = load_float(p.kpe, page * p.kpe_page_stride + slot * p.kpe_slot_stride + d, dt);
+      load_token(p, format, page, j % p.page_size, &latent[j * DL], &rope[j * DR]);
     }
     for (int64_t i = 0; i < p.s_q; ++i) {
       // Non-causal rows see the whole cache; causal query i sees keys j <= kv_len - s_q + i.
@@ -58,16 +80,20 @@ void mla_decode_cpu(const MlaDecodeParams& p, Dtype dt) {
 ffi::Error mla_decode_cpu_impl(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, ffi::AnyBuffer ckv,
                                ffi::AnyBuffer kpe, ffi::Buffer<ffi::S32> kv_lens,
                                ffi::Buffer<ffi::S32> block_tables, ffi::Buffer<ffi::S32> options,
-                               float scale, int32_t causal,
+                               float scale, float kv_scale, int32_t causal,
                                ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::Buffer<ffi::F32>> lse) {
   MlaDecodeParams p;
-  JP_RETURN_IF_ERROR(decode_mla_decode(q_nope, q_pe, ckv, kpe, kv_lens, block_tables, options, scale, causal,
+  JP_RETURN_IF_ERROR(decode_mla_decode(q_nope, q_pe, ckv, kpe, kv_lens, block_tables, options, scale, kv_scale, causal,
                                        out, lse, &p));
   Dtype dt;
-  if (!to_dtype(q_nope.element_type(), &dt)) {
-    return ffi::Error::InvalidArgument("jaxpaged: mla_decode supports float32, float16, bfloat16");
+  MlaCacheFormat format{Dtype::kF32, Dtype::kF32, mla_kv_scale(p)};
+  if (!to_dtype(q_nope.element_type(), &dt) ||
+      (!p.ds_rows && (!to_cache_dtype(ckv.element_type(), &format.ckv) ||
+                      !to_cache_dtype(kpe.element_type(), &format.kpe)))) {
+    return ffi::Error::InvalidArgument(
+        "jaxpaged: mla_decode supports float32, float16, bfloat16 (caches also fp8 or 656-byte rows)");
   }
-  mla_decode_cpu(p, dt);
+  mla_decode_cpu(p, dt, format);
   return ffi::Error::Success();
 }
 

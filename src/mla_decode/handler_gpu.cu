@@ -60,12 +60,15 @@ ffi::Error launch_hopper(const MlaDecodeParams& p, const MlaWorkspace& w, float*
 ffi::Error mla_decode_gpu_impl(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, ffi::AnyBuffer ckv,
                                ffi::AnyBuffer kpe, ffi::Buffer<ffi::S32> kv_lens,
                                ffi::Buffer<ffi::S32> block_tables, ffi::Buffer<ffi::S32> options,
-                               float scale, int32_t causal,
+                               float scale, float kv_scale, int32_t causal,
                                ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::Buffer<ffi::F32>> lse,
                                ffi::Result<ffi::Buffer<ffi::F32>> workspace, gpuStream_t stream) {
   MlaDecodeParams p;
-  JP_RETURN_IF_ERROR(decode_mla_decode(q_nope, q_pe, ckv, kpe, kv_lens, block_tables, options, scale, causal,
+  JP_RETURN_IF_ERROR(decode_mla_decode(q_nope, q_pe, ckv, kpe, kv_lens, block_tables, options, scale, kv_scale, causal,
                                        out, lse, &p));
+  if (ckv.element_type() != q_nope.element_type() || kpe.element_type() != q_nope.element_type()) {
+    return ffi::Error::InvalidArgument("jaxpaged: mla_decode has no GPU kernel for fp8 or 656-byte caches yet");
+  }
   if (p.batch * p.s_q * p.num_heads == 0) return ffi::Error::Success();
   const MlaWorkspace w = MlaWorkspace::of(p, mla_device(current_device()));
   if (int64_t(workspace->element_count()) < w.floats) {

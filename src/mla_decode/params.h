@@ -27,15 +27,24 @@ struct MlaDecodeParams {
   int64_t ckv_page_stride, ckv_slot_stride, kpe_page_stride, kpe_slot_stride;
 
   float scale;             // the attribute's value, unless `options` is set
-  const int32_t* options;  // traced options (device array {scale bits}), or nullptr
+  float kv_scale;          // fp8 caches: a cached value is its fp8 value * kv_scale (rope too, if fp8)
+  const int32_t* options;  // traced options (device array {scale, kv_scale bits}), or nullptr
   bool causal;
+  // DeepSeek-V3.2's rows (uint8 [.., 656]; ckv and kpe then point at the same rows, strides in
+  // bytes): 512 e4m3 latent values, 4 float32 scales (one per 128), 64 bfloat16 rope values.
+  bool ds_rows;
 };
 
-constexpr int kMlaOptionWords = 1;
+constexpr int kMlaOptionWords = 2;
+constexpr int kMlaDsRowBytes = 656, kMlaDsScalesAt = 512, kMlaDsRopeAt = 528;
 
 // The call's score scale, wherever it travels.
 JP_HOST_DEVICE float mla_scale(const MlaDecodeParams& p) {
   return p.options == nullptr ? p.scale : float_from_bits(p.options[0]);
+}
+
+JP_HOST_DEVICE float mla_kv_scale(const MlaDecodeParams& p) {
+  return p.options == nullptr ? p.kv_scale : float_from_bits(p.options[1]);
 }
 
 }  // namespace jaxpaged

@@ -21,6 +21,8 @@ inline auto paged_attention_binding() {
       .Attr<float>("scale")
       .Attr<float>("soft_cap")
       .Attr<int32_t>("sliding_window")
+      .Attr<float>("k_scale")
+      .Attr<float>("v_scale")
       .Attr<int32_t>("kv_layout")     // 0: NHD, 1: HND
       .Attr<int32_t>("decode_only")
       .Ret<ffi::AnyBuffer>()          // out
@@ -31,7 +33,8 @@ inline ffi::Error decode_paged_attention(
     ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v, ffi::Buffer<ffi::S32> kv_lens,
     ffi::Buffer<ffi::S32> block_tables, ffi::Buffer<ffi::S32> cu_q_lens,
     ffi::Buffer<ffi::S32> options, float scale,
-    float soft_cap, int32_t sliding_window, int32_t kv_layout, int32_t decode_only,
+    float soft_cap, int32_t sliding_window, float k_scale, float v_scale, int32_t kv_layout,
+    int32_t decode_only,
     ffi::Result<ffi::AnyBuffer>& out, ffi::Result<ffi::Buffer<ffi::F32>>& lse,
     PagedAttentionParams* p) {
   JP_RETURN_IF_ERROR(check_rank(q.dimensions(), 3, "q"));
@@ -40,9 +43,11 @@ inline ffi::Error decode_paged_attention(
   JP_RETURN_IF_ERROR(check_rank(kv_lens.dimensions(), 1, "kv_lens"));
   JP_RETURN_IF_ERROR(check_rank(block_tables.dimensions(), 2, "block_tables"));
   JP_RETURN_IF_ERROR(check_rank(cu_q_lens.dimensions(), 1, "cu_q_lens"));
-  if (k.element_type() != q.element_type() || v.element_type() != q.element_type() ||
+  const bool fp8_cache = k.element_type() == ffi::DataType::F8E4M3FN || k.element_type() == ffi::DataType::F8E5M2;
+  if ((k.element_type() != q.element_type() && !fp8_cache) || v.element_type() != k.element_type() ||
       out->element_type() != q.element_type()) {
-    return ffi::Error::InvalidArgument("jaxpaged: q, k_cache, v_cache and out must share a dtype");
+    return ffi::Error::InvalidArgument(
+        "jaxpaged: q and out must share a dtype, and k_cache and v_cache q's dtype or one fp8 dtype");
   }
   const auto qd = q.dimensions(), kd = k.dimensions();
   if (kv_layout != 0 && kv_layout != 1) {
@@ -85,6 +90,8 @@ inline ffi::Error decode_paged_attention(
   p->scale = scale;
   p->soft_cap = soft_cap;
   p->sliding_window = sliding_window;
+  p->k_scale = k_scale;
+  p->v_scale = v_scale;
   JP_RETURN_IF_ERROR(decode_options(options, PagedOptions::kWords, &p->options));
   p->decode_only = decode_only != 0;
   return ffi::Error::Success();

@@ -10,10 +10,12 @@
 namespace jaxpaged {
 namespace {
 
-void paged_attention_cpu(const PagedAttentionParams& p, Dtype dt) {
+// dt: q's and out's dtype; kv_dt: the caches' (q's, or fp8 scaled by k_scale / v_scale).
+void paged_attention_cpu(const PagedAttentionParams& p, Dtype dt, Dtype kv_dt) {
   const int64_t H = p.num_q_heads, D = p.head_dim, G = p.num_q_heads / p.num_kv_heads;
   const int64_t capacity = p.max_pages * p.page_size;
   const PagedOptions opt = paged_options(p);  // host memory here, traced or not
+  const float k_scale = is_fp8(kv_dt) ? opt.k_scale : 1.f, v_scale = is_fp8(kv_dt) ? opt.v_scale : 1.f;
   HostSoftmax softmax(D);
   std::vector<float> keys, vals;
 
@@ -45,8 +47,8 @@ void paged_attention_cpu(const PagedAttentionParams& p, Dtype dt) {
         for (int64_t i = 0; i < n; ++i) {
           const int64_t base = key_offset[i] + kvh * p.head_stride;
           for (int64_t d = 0; d < D; ++d) {
-            keys[i * D + d] = load_float(p.k_cache, base + d, dt);
-            vals[i * D + d] = load_float(p.v_cache, base + d, dt);
+            keys[i * D + d] = load_float(p.k_cache, base + d, kv_dt) * k_scale;
+            vals[i * D + d] = load_float(p.v_cache, base + d, kv_dt) * v_scale;
           }
         }
       }
@@ -73,18 +75,21 @@ ffi::Error paged_attention_cpu_impl(ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::Any
                                     ffi::Buffer<ffi::S32> kv_lens, ffi::Buffer<ffi::S32> block_tables,
                                     ffi::Buffer<ffi::S32> cu_q_lens, ffi::Buffer<ffi::S32> options,
                                     float scale, float soft_cap,
-                                    int32_t sliding_window, int32_t kv_layout, int32_t decode_only,
+                                    int32_t sliding_window, float k_scale, float v_scale,
+                                    int32_t kv_layout, int32_t decode_only,
                                     ffi::Result<ffi::AnyBuffer> out,
                                     ffi::Result<ffi::Buffer<ffi::F32>> lse) {
   PagedAttentionParams p;
   JP_RETURN_IF_ERROR(decode_paged_attention(q, k, v, kv_lens, block_tables, cu_q_lens, options, scale,
-                                            soft_cap, sliding_window, kv_layout, decode_only, out,
+                                            soft_cap, sliding_window, k_scale, v_scale, kv_layout,
+                                            decode_only, out,
                                             lse, &p));
-  Dtype dt;
-  if (!to_dtype(q.element_type(), &dt)) {
-    return ffi::Error::InvalidArgument("jaxpaged: paged_attention supports float32, float16, bfloat16");
+  Dtype dt, kv_dt;
+  if (!to_dtype(q.element_type(), &dt) || !to_cache_dtype(k.element_type(), &kv_dt)) {
+    return ffi::Error::InvalidArgument(
+        "jaxpaged: paged_attention supports float32, float16, bfloat16 (caches also float8_e4m3fn, float8_e5m2)");
   }
-  paged_attention_cpu(p, dt);
+  paged_attention_cpu(p, dt, kv_dt);
   return ffi::Error::Success();
 }
 

@@ -21,14 +21,19 @@ ffi::Error paged_attention_gpu_impl(ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::Any
                                     ffi::Buffer<ffi::S32> kv_lens, ffi::Buffer<ffi::S32> block_tables,
                                     ffi::Buffer<ffi::S32> cu_q_lens, ffi::Buffer<ffi::S32> options,
                                     float scale, float soft_cap,
-                                    int32_t sliding_window, int32_t kv_layout, int32_t decode_only,
+                                    int32_t sliding_window, float k_scale, float v_scale,
+                                    int32_t kv_layout, int32_t decode_only,
                                     ffi::Result<ffi::AnyBuffer> out,
                                     ffi::Result<ffi::Buffer<ffi::F32>> lse,
                                     ffi::Result<ffi::Buffer<ffi::F32>> workspace, gpuStream_t stream) {
   PagedAttentionParams p;
   JP_RETURN_IF_ERROR(decode_paged_attention(q, k, v, kv_lens, block_tables, cu_q_lens, options, scale,
-                                            soft_cap, sliding_window, kv_layout, decode_only, out,
+                                            soft_cap, sliding_window, k_scale, v_scale, kv_layout,
+                                            decode_only, out,
                                             lse, &p));
+  if (k.element_type() != q.element_type()) {
+    return ffi::Error::InvalidArgument("jaxpaged: paged_attention has no GPU kernel for fp8 caches yet");
+  }
   if (p.num_tokens == 0) return ffi::Error::Success();
   const PagedWorkspace w = PagedWorkspace::of(p);
   if (int64_t(workspace->element_count()) < w.floats) {

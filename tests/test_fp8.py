@@ -1,0 +1,121 @@
+"""fp8 KV caches for paged_attention (float8_e4m3fn / e5m2 with k_scale, v_scale) and mla_decode
+(fp8 combined or latent-only with kv_scale; DeepSeek-V3.2's 656-byte rows) against the reference,
+with the other options, traced scales and vmap. Their GPU kernels are not written yet: on a GPU
+these calls must fail with a clear error."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxpaged
+from jaxpaged import _fp8, reference
+from cases import ON_GPU, assert_close, mla_case, paged_case
+
+Q_DTYPE = "bfloat16"
+FP8 = ["float8_e4m3fn", "float8_e5m2"]
+
+
+def _quantized(case, dtype, k_scale, v_scale):
+    """The case's caches stored in fp8 (unused pages keep their NaN poison)."""
+    return (_fp8.quantize(case.k_cache, k_scale, dtype), _fp8.quantize(case.v_cache, v_scale, dtype))
+
+
+def _gpu_refuses(call):
+    with pytest.raises(ValueError, match=r"on GPU: fp8 .*caches run on CPU only"):
+        call()
+
+
+@pytest.mark.parametrize("dtype", FP8)
+@pytest.mark.parametrize("decode, kv_layout", [(False, "NHD"), (True, "NHD"), (False, "HND")])
+def test_paged_fp8_cache_matches_reference(rng, dtype, decode, kv_layout):
+    case = paged_case(rng, q_lens=[1] * 3 if decode else [1, 6, 3], kv_lens=[45, 70, 20], num_q_heads=8,
+                      num_kv_heads=2, head_dim=128, page_size=16, dtype=Q_DTYPE, kv_layout=kv_layout,
+                      decode=decode, pad_rows=0 if decode else 2)
+    k8, v8 = _quantized(case, dtype, 0.02, 0.01)
+    q, _, _, lens, table, cu = case.args()
+    args = (q, k8, v8, lens, table) + (() if decode else (cu,))
+    sinks = jnp.asarray(rng.standard_normal(8), jnp.float32)
+    for kw in (dict(k_scale=0.02, v_scale=0.01),
+               dict(k_scale=0.02, v_scale=0.01, soft_cap=30.0, sliding_window=17, sinks=sinks)):
+        f = jax.jit(functools.partial(jaxpaged.paged_attention, kv_layout=kv_layout, return_lse=True, **kw))
+        if ON_GPU:
+            return _gpu_refuses(lambda: f(*args))
+        out, lse = f(*args)
+        ref_out, ref_lse = reference.paged_attention(*args, kv_layout=kv_layout, return_lse=True, **kw)
+        assert_close(out, ref_out, Q_DTYPE)
+        assert_close(lse, ref_lse, Q_DTYPE, "lse")
+    # Traced scales (a per-layer array in a scan, say) read on the device.
+    g = jax.jit(lambda ks, vs: jaxpaged.paged_attention(*args, kv_layout=kv_layout, k_scale=ks, v_scale=vs))
+    assert_close(g(jnp.float32(0.02), jnp.float32(0.01)),
+                 reference.paged_attention(*args, kv_layout=kv_layout, k_scale=0.02, v_scale=0.01), Q_DTYPE)
+
+
+@pytest.mark.skipif(ON_GPU, reason="fp8 caches have no GPU kernel yet (test_paged_fp8_cache_matches_reference checks the error)")
+def test_paged_fp8_vmap_over_caches(rng):
+    cases = [paged_case(rng, q_lens=[1] * 2, kv_lens=lens, num_q_heads=4, num_kv_heads=2, head_dim=64,
+                        page_size=16, dtype=Q_DTYPE, decode=True) for lens in ([30, 50], [50, 30])]
+    stack = lambda xs: jnp.stack(xs)  # noqa: E731
+    k8 = stack([_quantized(c, "float8_e4m3fn", 0.05, 0.05)[0] for c in cases])
+    v8 = stack([_quantized(c, "float8_e4m3fn", 0.05, 0.05)[1] for c in cases])
+    q, lens, table = (stack([getattr(c, f) for c in cases]) for f in ("q", "kv_lens", "block_tables"))
+    out = jax.vmap(functools.partial(jaxpaged.paged_attention, k_scale=0.05, v_scale=0.05))(q, k8, v8, lens, table)
+    for i in range(2):
+        assert_close(out[i], reference.paged_attention(q[i], k8[i], v8[i], lens[i], table[i], k_scale=0.05,
+                                                       v_scale=0.05), Q_DTYPE)
+
+
+def _mla_caches(case, fmt):
+    """The case's bf16 combined cache in another format: (ckv_cache, kpe_cache, kwargs)."""
+    latent, rope = case.ckv_cache[..., :512], case.ckv_cache[..., 512:]
+    if fmt == "656":
+        return _fp8.pack_ds_rows(latent, rope), None, {}
+    if fmt == "fp8 combined":
+        return _fp8.quantize(case.ckv_cache, 0.01, jnp.float8_e4m3fn), None, dict(kv_scale=0.01)
+    return _fp8.quantize(latent, 0.01, jnp.float8_e4m3fn), rope, dict(kv_scale=0.01)
+
+
+@pytest.mark.parametrize("fmt", ["656", "fp8 combined", "fp8 latent + bf16 rope"])
+def test_mla_quantized_caches_match_reference(rng, fmt):
+    case = mla_case(rng, kv_lens=[0, 50, 130], s_q=2, num_heads=16, page_size=64, dtype=Q_DTYPE, combined=True)
+    ckv, kpe, kw = _mla_caches(case, fmt)
+    args = (case.q_nope, case.q_pe, ckv, kpe, case.kv_lens, case.block_tables)
+    f = jax.jit(functools.partial(jaxpaged.mla_decode, scale=0.07, causal=True, **kw))
+    if ON_GPU:
+        return _gpu_refuses(lambda: f(*args))
+    out, lse = f(*args)
+    ref_out, ref_lse = reference.mla_decode(*args, scale=0.07, causal=True, **kw)
+    assert_close(out, ref_out, Q_DTYPE)
+    assert_close(lse, ref_lse, Q_DTYPE, "lse")
+    # Quantization error against the bf16 cache stays at fp8's resolution.
+    bf16_out, _ = reference.mla_decode(*case.args(), scale=0.07, causal=True)
+    err = np.nanmax(np.abs(np.asarray(out, np.float32) - np.asarray(bf16_out, np.float32)))
+    assert err < 0.25, err
+    vout, _ = jax.vmap(lambda qn: jaxpaged.mla_decode(qn, *args[1:], scale=0.07, causal=True, **kw))(
+        jnp.stack([case.q_nope, case.q_nope[::-1]]))
+    assert_close(vout[0], ref_out, Q_DTYPE)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda c, k8: jaxpaged.paged_attention(*c.args()[:5], k_scale=0.1), r"^k_scale applies to fp8 caches only"),
+    (lambda c, k8: jaxpaged.paged_attention(c.q, k8, c.v_cache, *c.args()[3:5]),
+     r"^v_cache must have the dtype of k_cache \(float8_e4m3fn\)"),
+    (lambda c, k8: jaxpaged.paged_attention(c.q, k8, k8, *c.args()[3:5], k_scale=jnp.zeros(2)),
+     r"^k_scale must be a finite number"),
+])
+def test_paged_fp8_errors_name_the_argument(rng, call, match):
+    case = paged_case(rng, q_lens=[1], kv_lens=[5], num_q_heads=4, num_kv_heads=1, head_dim=64, page_size=16,
+                      dtype=Q_DTYPE, decode=True)
+    with pytest.raises(ValueError, match=match):
+        call(case, case.k_cache.astype(jnp.float8_e4m3fn))
+
+
+def test_mla_quantized_errors_name_the_argument(rng):
+    case = mla_case(rng, kv_lens=[5], s_q=1, num_heads=16, page_size=16, dtype=Q_DTYPE, combined=True)
+    rest = (case.kv_lens, case.block_tables)
+    with pytest.raises(ValueError, match=r"^kv_scale applies to fp8 caches only; ckv_cache is bfloat16"):
+        jaxpaged.mla_decode(*case.args(), scale=0.1, kv_scale=0.5)
+    with pytest.raises(ValueError, match=r"^a uint8 ckv_cache holds DeepSeek-V3.2's 656-byte rows"):
+        jaxpaged.mla_decode(case.q_nope, case.q_pe, jnp.zeros((4, 16, 576), jnp.uint8), None, *rest, scale=0.1)

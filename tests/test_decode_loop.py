@@ -1,0 +1,196 @@
+"""A serving loop end to end: small random models prefill prompts in chunks, then decode 32 steps;
+every step writes its new K/V into the paged cache (write_kv / write_mla_kv) and attends with our op.
+The logits at every position must match a dense (non-paged) causal-attention run of the same model
+over the same tokens. GQA with sinks, on a 16-bit cache and an fp8 one; MLA on its 16-bit combined
+cache and DeepSeek-V3.2's 656-byte rows (quantized the same way on the dense side)."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxpaged
+from jaxpaged import _fp8
+from cases import ON_GPU
+
+VOCAB, MODEL, LAYERS, STEPS, CHUNK, PAGE = 64, 96, 2, 32, 5, 8
+PROMPTS = (13, 7)  # two sequences of different lengths
+DTYPE = jnp.bfloat16 if ON_GPU else jnp.float32
+TOL = 3e-2 if ON_GPU else 2e-4  # on logits of size ~1
+
+
+def _weights(rng, shapes):
+    """Projections keep activations near unit size (embeddings are unit-normal), so scores are O(1)
+    and attention is far from uniform: a wrong key, scale or sink shows in the logits."""
+    return {k: jnp.asarray(rng.standard_normal(s) / (1 if k == "embed" else np.sqrt(s[0])), jnp.float32)
+            for k, s in shapes.items()}
+
+
+def _tokens(rng):
+    return [rng.integers(0, VOCAB, p + STEPS) for p in PROMPTS]
+
+
+def _run_paged(tokens, step, caches):
+    """Prefill in chunks of CHUNK rows per sequence (one ragged call for both), then STEPS decode
+    steps; returns each sequence's logits at every position it computed, [len, VOCAB]."""
+    lengths = [0, 0]
+    logits = [[], []]
+    num_pages = caches[0][0].shape[0]
+    tables = np.arange(num_pages, dtype=np.int32)[::-1].reshape(2, -1)  # sequence 1 owns the low pages, reversed
+    while True:
+        prefill = any(lengths[s] < PROMPTS[s] for s in range(2))
+        take = [min(CHUNK, PROMPTS[s] - lengths[s]) if prefill else 1 for s in range(2)]
+        if not prefill and lengths[0] >= len(tokens[0]):
+            break
+        rows = np.concatenate([tokens[s][lengths[s]:lengths[s] + take[s]] for s in range(2)])
+        pos = np.concatenate([np.arange(lengths[s], lengths[s] + take[s]) for s in range(2)])
+        seq = np.repeat([0, 1], take)
+        slots = tables[seq, pos // PAGE] * PAGE + pos % PAGE
+        lengths = [lengths[s] + take[s] for s in range(2)]
+        cu = np.concatenate([[0], np.cumsum(take)]).astype(np.int32)
+        out, caches = step(caches, jnp.asarray(rows), jnp.asarray(slots, jnp.int32),
+                                   jnp.asarray(lengths, jnp.int32), jnp.asarray(tables), jnp.asarray(cu), prefill)
+        for s in range(2):
+            logits[s].append(np.asarray(out[cu[s]:cu[s + 1]], np.float32))
+    return [np.concatenate(l_) for l_ in logits]
+
+
+# ---- GQA with sinks -------------------------------------------------------------------------
+HQ, HKV, D = 4, 2, 64
+
+
+def _gqa_model(rng):
+    shapes = {"embed": (VOCAB, MODEL), "unembed": (MODEL, VOCAB)}
+    for i in range(LAYERS):
+        shapes |= {f"wq{i}": (MODEL, HQ * D), f"wk{i}": (MODEL, HKV * D), f"wv{i}": (MODEL, HKV * D),
+                   f"wo{i}": (HQ * D, MODEL)}
+    w = _weights(rng, shapes)
+    w |= {f"sinks{i}": jnp.asarray(rng.standard_normal(HQ), jnp.float32) for i in range(LAYERS)}
+    return w
+
+
+def _gqa_dense(w, tokens, cache_dtype, scales):
+    x = w["embed"][tokens]
+    n = len(tokens)
+    causal = np.tril(np.ones((n, n), bool))
+    for i in range(LAYERS):
+        q = (x @ w[f"wq{i}"]).reshape(n, HKV, HQ // HKV, D)
+        k, v = ((x @ w[f"w{t}{i}"]).reshape(n, HKV, D) for t in "kv")
+        if cache_dtype is not None:  # what the cache holds, read back
+            k = _fp8.dequantize(_fp8.quantize(k, scales[0], cache_dtype), scales[0])
+            v = _fp8.dequantize(_fp8.quantize(v, scales[1], cache_dtype), scales[1])
+        s = jnp.einsum("thgd,uhd->hgtu", q, k) / np.sqrt(D)
+        s = jnp.where(causal, s, -jnp.inf)
+        m = s.max(-1, keepdims=True)
+        e = jnp.exp(s - m)
+        den = e.sum(-1, keepdims=True) + jnp.exp(w[f"sinks{i}"].reshape(HKV, -1)[..., None, None] - m)
+        o = jnp.einsum("hgtu,uhd->thgd", e / den, v).reshape(n, HQ * D)
+        x = x + o @ w[f"wo{i}"]
+    return x @ w["unembed"]
+
+
+@pytest.mark.parametrize("cache_dtype", [None, "float8_e4m3fn"])
+def test_gqa_decode_loop_matches_dense_model(rng, cache_dtype):
+    if ON_GPU and cache_dtype is not None:
+        pytest.skip("fp8 caches have no GPU kernel yet")
+    w = _gqa_model(rng)
+    tokens = _tokens(rng)
+    scales = (0.05, 0.02)
+    num_pages = 2 * -(-(max(PROMPTS) + STEPS) // PAGE)
+    dtype = cache_dtype or DTYPE
+    caches = [(jnp.zeros((num_pages, PAGE, HKV, D), dtype), jnp.full((num_pages, PAGE, HKV, D), jnp.nan, dtype))
+              for _ in range(LAYERS)]
+    fp8 = dict(k_scale=scales[0], v_scale=scales[1]) if cache_dtype else {}
+
+    @functools.partial(jax.jit, static_argnums=6, donate_argnums=0)
+    def step(caches, rows, slots, lengths, tables, cu, prefill):
+        x = w["embed"][rows]
+        new = []
+        for i, (kc, vc) in enumerate(caches):
+            xd = x.astype(DTYPE)
+            q = (xd @ w[f"wq{i}"].astype(DTYPE)).reshape(-1, HQ, D)
+            k, v = ((xd @ w[f"w{t}{i}"].astype(DTYPE)).reshape(-1, HKV, D) for t in "kv")
+            kc, vc = jaxpaged.write_kv(kc, vc, k, v, slots, **fp8)
+            o = jaxpaged.paged_attention(q, kc, vc, lengths, tables, cu if prefill else None,
+                                         sinks=w[f"sinks{i}"], **fp8)
+            x = x + o.reshape(-1, HQ * D).astype(jnp.float32) @ w[f"wo{i}"]
+            new.append((kc, vc))
+        return x @ w["unembed"], new
+
+    paged = _run_paged(tokens, step, caches)
+    for s in range(2):
+        dense = _gqa_dense(w, jnp.asarray(tokens[s]), cache_dtype, scales)
+        np.testing.assert_allclose(paged[s], np.asarray(dense), atol=TOL, rtol=TOL)
+
+
+# ---- MLA ---------------------------------------------------------------------------------------
+MLA_HEADS, LATENT, ROPE = 16, 512, 64
+
+
+def _mla_model(rng):
+    shapes = {"embed": (VOCAB, MODEL), "unembed": (MODEL, VOCAB)}
+    for i in range(LAYERS):
+        shapes |= {f"wqn{i}": (MODEL, MLA_HEADS * LATENT), f"wqp{i}": (MODEL, MLA_HEADS * ROPE),
+                   f"wc{i}": (MODEL, LATENT), f"wr{i}": (MODEL, ROPE), f"wo{i}": (MLA_HEADS * LATENT, MODEL)}
+    return _weights(rng, shapes)
+
+
+SCALE = 1 / np.sqrt(192)
+
+
+def _mla_dense(w, tokens, ds_rows):
+    x = w["embed"][tokens]
+    n = len(tokens)
+    causal = np.tril(np.ones((n, n), bool))
+    for i in range(LAYERS):
+        qn = (x @ w[f"wqn{i}"]).reshape(n, MLA_HEADS, LATENT)
+        qp = (x @ w[f"wqp{i}"]).reshape(n, MLA_HEADS, ROPE)
+        c, r = x @ w[f"wc{i}"], x @ w[f"wr{i}"]
+        if ds_rows:
+            c, r = _fp8.unpack_ds_rows(_fp8.pack_ds_rows(c, r))
+        s = (jnp.einsum("thd,ud->htu", qn, c) + jnp.einsum("thd,ud->htu", qp, r)) * SCALE
+        p = jax.nn.softmax(jnp.where(causal, s, -jnp.inf), axis=-1)
+        x = x + jnp.einsum("htu,ud->thd", p, c).reshape(n, -1) @ w[f"wo{i}"]
+    return x @ w["unembed"]
+
+
+@pytest.mark.parametrize("ds_rows", [False, True])
+def test_mla_decode_loop_matches_dense_model(rng, ds_rows):
+    if ON_GPU and ds_rows:
+        pytest.skip("656-byte caches have no GPU kernel yet")
+    w = _mla_model(rng)
+    tokens = [t[:PROMPTS[1] + STEPS] for t in _tokens(rng)]  # equal lengths: one s_q per call
+    prompt, num_pages = PROMPTS[1], 2 * -(-(PROMPTS[1] + STEPS) // PAGE)
+    caches = [jnp.zeros((num_pages, PAGE, 656), jnp.uint8) if ds_rows else
+              jnp.zeros((num_pages, PAGE, LATENT + ROPE), DTYPE) for _ in range(LAYERS)]
+    tables = jnp.arange(num_pages, dtype=jnp.int32).reshape(2, -1)
+
+    @functools.partial(jax.jit, donate_argnums=0)
+    def step(caches, rows, positions):  # rows, positions: [2, s_q]
+        x = w["embed"][rows]
+        slots = (tables[jnp.arange(2)[:, None], positions // PAGE] * PAGE + positions % PAGE).reshape(-1)
+        lengths = positions[:, -1] + 1
+        new = []
+        for i, cache in enumerate(caches):
+            xd = x.astype(DTYPE)
+            qn = (xd @ w[f"wqn{i}"].astype(DTYPE)).reshape(2, -1, MLA_HEADS, LATENT)
+            qp = (xd @ w[f"wqp{i}"].astype(DTYPE)).reshape(2, -1, MLA_HEADS, ROPE)
+            c, r = ((xd @ w[f"w{t}{i}"].astype(DTYPE)).reshape(-1, w[f"w{t}{i}"].shape[1]) for t in "cr")
+            cache, _ = jaxpaged.write_mla_kv(cache, None, c, r, slots)
+            o, _ = jaxpaged.mla_decode(qn, qp, cache, None, lengths, tables, scale=SCALE, causal=True)
+            x = x + o.reshape(2, -1, MLA_HEADS * LATENT).astype(jnp.float32) @ w[f"wo{i}"]
+            new.append(cache)
+        return x @ w["unembed"], new
+
+    toks = np.stack(tokens)
+    logits = []
+    for begin, size in [(0, 4), (4, prompt - 4)] + [(prompt + t, 1) for t in range(STEPS)]:
+        pos = np.arange(begin, begin + size)[None, :].repeat(2, 0).astype(np.int32)
+        out, caches = step(caches, jnp.asarray(toks[:, begin:begin + size]), jnp.asarray(pos))
+        logits.append(np.asarray(out, np.float32))
+    paged = np.concatenate(logits, axis=1)
+    for s in range(2):
+        dense = _mla_dense(w, jnp.asarray(toks[s]), ds_rows)
+        np.testing.assert_allclose(paged[s], np.asarray(dense), atol=TOL, rtol=TOL)

@@ -102,17 +102,18 @@ def paged_cases(mesh):
     # Traced options (jit arguments) travel replicated with the sharded call.
     q, k, v, lens, table = paged_inputs("NHD")
 
-    def traced(q, k, v, lens, table, cap, window):
+    def traced(q, k, v, lens, table, cap, window, sinks):
         return jaxpaged.paged_attention(q, k, v, lens, table, soft_cap=cap, sliding_window=window,
-                                        return_lse=True)
+                                        sinks=sinks, return_lse=True)
 
-    def traced_ref(q, k, v, lens, table, cap, window):
+    def traced_ref(q, k, v, lens, table, cap, window, sinks):
         return reference.paged_attention(q, k, v, lens, table, soft_cap=float(cap), sliding_window=int(window),
-                                         return_lse=True)
+                                         sinks=sinks, return_lse=True)
     cache = (None, None, "tp", None)
-    check("paged decode, traced soft_cap and window", traced, traced_ref,
-          (q, k, v, lens, table, jnp.float32(20.0), jnp.int32(30)),
-          [("dp", "tp", None), cache, cache, ("dp",), ("dp", None), None, None], ("dp", "tp"), mesh)
+    sinks = jnp.asarray(rng.standard_normal(8), jnp.float32)
+    check("paged decode, traced soft_cap and window, sinks", traced, traced_ref,
+          (q, k, v, lens, table, jnp.float32(20.0), jnp.int32(30), sinks),
+          [("dp", "tp", None), cache, cache, ("dp",), ("dp", None), None, None, ("tp",)], ("dp", "tp"), mesh)
 
     # Ragged (prefill chunks + decode): heads split; tokens stay whole.
     q_lens = [5, 1, 3, 1]

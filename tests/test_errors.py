@@ -84,7 +84,7 @@ def mla_args(B=2, s_q=1, H=16, P=4, ps=16, M=3, width=576, dtype=BF16):
     (dict(q_nope=jnp.zeros((2, 1, 16, 128), BF16)), r"^q_nope must have shape \[B, s_q, Hq, 512\]"),
     (dict(q_pe=jnp.zeros((2, 1, 16, 32), BF16)), r"^q_pe must have shape \[B, s_q, Hq, 64\]"),
     (dict(q_pe=jnp.zeros((2, 1, 16, 64), jnp.float16)), r"^q_pe must have the dtype of q_nope"),
-    (dict(ckv_cache=jnp.zeros((4, 16, 512), BF16)), r"^ckv_cache must be \[num_pages, page_size, 576\] when kpe_cache is None"),
+    (dict(ckv_cache=jnp.zeros((4, 16, 512), BF16)), r"^ckv_cache must be \[num_pages, page_size, 576\] \(or uint8 \[.., 656\]\) when kpe_cache is None"),
     (dict(ckv_cache=jnp.zeros((4, 16, 512), BF16), kpe_cache=jnp.zeros((4, 16, 32), BF16)),
      r"^kpe_cache must have shape \[num_pages, page_size, 64\]"),
     (dict(kpe_cache=jnp.zeros((4, 16, 64), BF16)), r"^kpe_cache must be None when ckv_cache is the combined"),

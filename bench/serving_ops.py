@@ -1,0 +1,109 @@
+"""Timings of the serving pieces of issue 17 that sit around the kernels (GPU):
+
+- write_kv of 16K new tokens (Hkv 8, D 128) into a bf16 or fp8 cache of 4 and 16 GiB (K + V),
+  the caches donated and carried through a lax.fori_loop of writes (so every write is in place);
+  bandwidth counts the bytes read (new K/V) and written (cache rows);
+- the cost of sinks on decode_b64_ctx4k (Hq 32, Hkv 8, D 128, 64 x 4096 keys): per call, and per
+  layer inside one jit of 32 layers.
+
+    python bench/serving_ops.py [--out DIR]     (prints a table; writes DIR/serving_ops.json)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jaxpaged
+from jaxpaged import _inputs
+from jaxpaged._timing import device_ms
+
+TOKENS, HKV, D, PAGE = 16384, 8, 128, 16
+WRITES_PER_CALL = 20
+
+
+def write_kv_time(cache_gib: float, dtype) -> dict:
+    itemsize = jnp.dtype(dtype).itemsize
+    pages = int(cache_gib * 2**30 / 2 / (PAGE * HKV * D * itemsize))
+    rng = np.random.default_rng(0)
+    k = jnp.zeros((pages, PAGE, HKV, D), dtype)
+    v = jnp.zeros((pages, PAGE, HKV, D), dtype)
+    new = jnp.asarray(rng.standard_normal((TOKENS, HKV, D)), jnp.bfloat16)
+    slots = jnp.asarray(rng.choice(pages * PAGE, TOKENS, replace=False), jnp.int32)
+    fp8 = dict(k_scale=0.05, v_scale=0.05) if itemsize == 1 else {}
+
+    def writes(k, v):
+        body = lambda i, kv: jaxpaged.write_kv(*kv, new, new, slots, **fp8)  # noqa: E731
+        return jax.lax.fori_loop(0, WRITES_PER_CALL, body, (k, v))
+    writes = jax.jit(writes, donate_argnums=(0, 1))
+    k, v = jax.block_until_ready(writes(k, v))
+    times = []
+    for _ in range(5):
+        start = time.perf_counter()
+        k, v = jax.block_until_ready(writes(k, v))
+        times.append((time.perf_counter() - start) / WRITES_PER_CALL)
+    us = float(np.median(times)) * 1e6
+    moved = 2 * TOKENS * HKV * D * (2 + itemsize)  # K and V: new rows read (bf16), cache rows written
+    # Correctness spot check: the last written rows are the new values (quantized for fp8).
+    got = np.asarray(k.reshape(-1, HKV, D)[slots[:4]].astype(jnp.float32))
+    want = np.asarray(new[:4].astype(jnp.float32))
+    err = float(np.max(np.abs(got * (0.05 if itemsize == 1 else 1.0) - want)))
+    return {"cache_gib": cache_gib, "dtype": jnp.dtype(dtype).name, "us": us,
+            "GBps": moved / us / 1e3, "max_err": err}
+
+
+def sinks_cost() -> dict:
+    rng = np.random.default_rng(1)
+    q, k, v, lens, tables, _ = _inputs.paged_inputs(
+        rng, q_lens=[1] * 64, kv_lens=[4096] * 64, num_q_heads=32, num_kv_heads=8, head_dim=128, page_size=16,
+        dtype="bfloat16", decode=True)
+    sinks = jnp.asarray(rng.standard_normal(32), jnp.float32)
+    plain = jax.jit(lambda q: jaxpaged.paged_attention(q, k, v, lens, tables))
+    with_sinks = jax.jit(lambda q: jaxpaged.paged_attention(q, k, v, lens, tables, sinks=sinks))
+    qs = jnp.stack([q * (1 + 0.01 * i) for i in range(32)])
+
+    def step(use_sinks):
+        def run(qs):
+            acc = jnp.zeros_like(qs[0], jnp.float32)
+            for i in range(32):  # 32 layers, each its own q (and a dependency on the last layer)
+                out = jaxpaged.paged_attention(qs[i] + acc.astype(qs.dtype) * 0, k, v, lens, tables,
+                                               sinks=sinks if use_sinks else None)
+                acc = acc + out.astype(jnp.float32)
+            return acc
+        return jax.jit(run)
+    return {"call_us": device_ms(plain, q) * 1e3, "call_sinks_us": device_ms(with_sinks, q) * 1e3,
+            "layer_us": device_ms(step(False), qs) * 1e3 / 32,
+            "layer_sinks_us": device_ms(step(True), qs) * 1e3 / 32}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    result = {"device": jax.devices()[0].device_kind, "date": time.strftime("%Y-%m-%d"),
+              "jax": jax.__version__, "write_kv": [], "sinks": None}
+    for gib in (4, 16):
+        for dtype in (jnp.bfloat16, jnp.float8_e4m3fn):
+            r = write_kv_time(gib, dtype)
+            result["write_kv"].append(r)
+            print(f"write_kv {TOKENS} tokens into {gib} GiB {r['dtype']}: {r['us']:.1f} us, "
+                  f"{r['GBps']:.0f} GB/s, max err {r['max_err']:.3g}", flush=True)
+    s = sinks_cost()
+    result["sinks"] = s
+    print(f"sinks on decode_b64_ctx4k: per call {s['call_us']:.1f} -> {s['call_sinks_us']:.1f} us "
+          f"({100 * (s['call_sinks_us'] / s['call_us'] - 1):+.1f}%), per layer {s['layer_us']:.1f} -> "
+          f"{s['layer_sinks_us']:.1f} us ({100 * (s['layer_sinks_us'] / s['layer_us'] - 1):+.1f}%)")
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "serving_ops.json"), "w") as f:
+            json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

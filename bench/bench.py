@@ -1,7 +1,12 @@
-"""One benchmark run on the GPU: copy bandwidth, then per config our op, JAX's Pallas paged
-attention (decode configs) and the jnp reference, each checked against the reference.
+"""One benchmark run on the GPU: copy bandwidth, then per config our op and its peers on the same
+inputs - FlashMLA (MLA), FlashAttention-3 and JAX's Pallas kernel (paged decode), see
+bench/peers.py - and the jnp reference; every output is checked against the reference. Each op is
+timed per call and per layer inside a 32-layer step.
 
     python bench/bench.py --out DIR [--only NAME ...] [--ours-only]
+
+The peers come from wheels downloaded on a networked machine into .whl/ (see bench/peers.py and
+the README); bench/device_run.sh installs them on the GPU machine.
 
 Writes DIR/<gpu>.json (one record per config) and DIR/RESULTS.md (the table for bench/RESULTS.md).
 --ours-only times our op alone (still checked against the reference) for quick A/B runs of a
@@ -17,6 +22,9 @@ import functools
 import json
 import math
 import os
+import sys
+
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # leave room for torch (FlashMLA)
 
 import jax
 import jax.numpy as jnp
@@ -25,6 +33,9 @@ import numpy as np
 import jaxpaged
 from jaxpaged import _inputs, reference
 from jaxpaged._timing import burst_ms, device_ms
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import peers  # noqa: E402
 
 
 @dataclasses.dataclass
@@ -106,27 +117,6 @@ def paged_inputs(cfg: Paged, rng):
     return args, kv_bytes, flops
 
 
-def pallas_paged(cfg: Paged, args):
-    """JAX's Pallas GPU paged attention (decode only): best of k_splits 16/8/4 in its layout."""
-    if cfg.prefill or cfg.window:
-        return None, "no ragged prefill / sliding window support"
-    from jax.experimental.pallas.ops.gpu import paged_attention as pallas_mod
-    q, k, v, lens, table, _ = args
-    k_p, v_p = (jnp.transpose(x, (2, 0, 1, 3)) for x in (k, v))  # [Hkv, pages, page, D], untimed
-    q_scaled = q * jnp.asarray(1.0 / math.sqrt(cfg.dim), q.dtype)
-    best, err = None, None
-    for k_splits in (16, 8, 4):
-        try:
-            fn = jax.jit(functools.partial(pallas_mod.paged_attention, k_splits=k_splits,
-                                           attn_logits_soft_cap=cfg.soft_cap))
-            ms = device_ms(fn, q_scaled, k_p, v_p, table, lens)
-            if best is None or ms < best[0]:
-                best = (ms, fn(q_scaled, k_p, v_p, table, lens))
-        except Exception as e:  # a configuration Pallas rejects; report the reason
-            err = f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"
-    return (best, None) if best else (None, err)
-
-
 def mla_inputs(cfg: Mla, rng):
     lens = (rng.integers(cfg.varlen[0], cfg.varlen[1] + 1, cfg.batch) if cfg.varlen
             else np.full(cfg.batch, cfg.ctx))
@@ -138,36 +128,43 @@ def mla_inputs(cfg: Mla, rng):
     return args, kv_bytes, flops
 
 
-def rel_err(out, ref) -> float:
-    out, ref = (jnp.asarray(x, jnp.float32) for x in (out, ref))
-    return float(jnp.linalg.norm(out - ref) / jnp.linalg.norm(ref))
-
-
 def run_config(cfg, rng, copy_GBps, ours_only=False):
     rec = {"config": cfg.name}
     if isinstance(cfg, Paged):
         args, kv_bytes, flops = paged_inputs(cfg, rng)
         opts = dict(soft_cap=cfg.soft_cap, sliding_window=cfg.window)
-        ours = jax.jit(functools.partial(jaxpaged.paged_attention, **opts))
+        ours_q = lambda q, *ops: jaxpaged.paged_attention(q, *ops, **opts)  # noqa: E731
         ref = jax.jit(functools.partial(reference.paged_attention, **opts))
-        pallas, why = (None, "not timed (--ours-only)") if ours_only else pallas_paged(cfg, args)
+        peer_fns = {"pallas": lambda: peers.pallas_paged(cfg, args), "fa3": lambda: peers.fa3_paged(cfg, args)}
     else:
         args, kv_bytes, flops = mla_inputs(cfg, rng)
         opts = dict(scale=1.0 / math.sqrt(192.0), causal=cfg.causal)
-        ours = jax.jit(lambda *a: jaxpaged.mla_decode(*a, **opts)[0])
+        ours_q = lambda q_nope, *ops: jaxpaged.mla_decode(q_nope, *ops, **opts)[0]  # noqa: E731
         ref = jax.jit(lambda *a: reference.mla_decode(*a, **opts)[0])
-        pallas, why = None, "no MLA kernel in Pallas' GPU ops"
-    out = ours(*args)
+        peer_fns = {"flashmla": lambda: peers.flashmla(cfg, args, opts["scale"])}
+    ours = jax.jit(ours_q)
+    q, operands = args[0], args[1:]
+    out = ours(q, *operands)
     want = ref(*args)
-    rec["rel_err"] = rel_err(out, want)
-    rec["ours_ms"] = device_ms(ours, *args)
-    rec["ours_burst10_ms"] = None if ours_only else burst_ms(ours, *args)
-    rec["ref_ms"] = None if ours_only else device_ms(ref, *args, calls=2, reps=5)
-    rec["pallas_ms"] = pallas[0] if pallas else None
-    if pallas:
-        rec["pallas_rel_err"] = rel_err(pallas[1], want)
-    else:
-        rec["pallas_note"] = why
+    rec["rel_err"] = peers.rel_err(out, want)
+    rec["ours_ms"] = device_ms(ours, q, *operands)
+    if not ours_only:
+        rec["ours_step_us"] = peers.step_us(ours_q, peers.layer_queries(q), operands)
+        rec["ours_burst10_ms"] = burst_ms(ours, q, *operands)
+        rec["ref_ms"] = device_ms(ref, *args, calls=2, reps=5)
+        for name, run in peer_fns.items():
+            try:
+                result, why = run()
+            except Exception as e:  # a peer failing must not lose the run: record why
+                result, why = None, f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+            if result is None:
+                rec[f"{name}_note"] = why
+                continue
+            rec[f"{name}_ms"] = result["ms"]
+            rec[f"{name}_step_us"] = result["step_us"]
+            rec[f"{name}_rel_err"] = peers.rel_err(result["out"], want)
+            if "num_splits" in result:
+                rec[f"{name}_num_splits"] = result["num_splits"]
     rec["kv_bytes"] = int(kv_bytes)
     rec["flops"] = int(flops)
     rec["copy_GBps"] = copy_GBps
@@ -178,19 +175,60 @@ def run_config(cfg, rng, copy_GBps, ours_only=False):
     return rec
 
 
+PEERS = ("flashmla", "fa3", "pallas")
+
+
+def _fmt(x, spec):
+    return format(x, spec) if x is not None else "n/a"
+
+
 def render_table(records, device, date, jax_version) -> str:
     lines = [f"Measured {date} on {device}, jax {jax_version}, one run of `bench/bench.py`; copy "
-             f"bandwidth {records[0]['copy_GBps']:.0f} GB/s (read+write). Times are steady-state ms per "
-             "call (medians; see device_ms).", "",
-             "| config | ours ms | Pallas ms | jnp ref ms | % copy BW | TFLOP/s | vs Pallas | rel err |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+             f"bandwidth {records[0]['copy_GBps']:.0f} GB/s (read+write). Per call: steady-state ms "
+             "(medians; see device_ms). Per layer: us per layer of a 32-layer step (one jit of 32 calls; "
+             "FlashMLA: one CUDA graph of 32 calls). A peer's ratio > 1 means it is slower than ours.", "",
+             "| config | ours ms | % copy BW | TFLOP/s | ours us/layer | peer | peer ms | peer us/layer | "
+             "peer/ours (call) | peer/ours (layer) | rel err (ours, peer) |",
+             "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---|"]
     for r in records:
-        p = r["pallas_ms"]
-        lines.append(f"| {r['config']} | {r['ours_ms']:.3f} | {p:.3f} | {r['ref_ms']:.3f} | "
-                     if p else f"| {r['config']} | {r['ours_ms']:.3f} | n/a | {r['ref_ms']:.3f} | ")
-        speedup = f"{p / r['ours_ms']:.2f}x" if p else "n/a"
-        lines[-1] += f"{r['pct_of_copy_bw']:.1f}% | {r['tflops']:.1f} | {speedup} | {r['rel_err']:.1e} |"
-    return "\n".join(lines) + "\n"
+        timed = [p for p in PEERS if r.get(f"{p}_ms")] or [None]
+        for p in timed:
+            pm, ps = (r.get(f"{p}_ms"), r.get(f"{p}_step_us")) if p else (None, None)
+            lines.append(
+                f"| {r['config']} | {r['ours_ms']:.3f} | {r['pct_of_copy_bw']:.1f}% | {r['tflops']:.1f} | "
+                f"{_fmt(r.get('ours_step_us'), '.1f')} | {p or 'none'} | {_fmt(pm, '.3f')} | {_fmt(ps, '.1f')} | "
+                f"{_fmt(pm / r['ours_ms'] if pm else None, '.2f')} | "
+                f"{_fmt(ps / r['ours_step_us'] if ps and r.get('ours_step_us') else None, '.2f')} | "
+                f"{r['rel_err']:.1e}, {_fmt(r.get(f'{p}_rel_err') if p else None, '.1e')} |")
+    notes = [f"- {r['config']}: {p} not timed: {r[f'{p}_note']}" for r in records for p in PEERS
+             if r.get(f"{p}_note")]
+    return "\n".join(lines + [""] + notes) + "\n"
+
+
+def plot(records, path) -> bool:
+    """% of copy bandwidth per config, ours and each peer (same bytes), as a PNG; False without
+    matplotlib."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    names = [r["config"] for r in records]
+    x = np.arange(len(names))
+    fig, ax = plt.subplots(figsize=(max(8, len(names) * 0.8), 4.5))
+    series = [("ours", [r["ours_ms"] for r in records])] + [
+        (p, [r.get(f"{p}_ms") for r in records]) for p in PEERS if any(r.get(f"{p}_ms") for r in records)]
+    width = 0.8 / len(series)
+    for i, (label, times) in enumerate(series):
+        pct = [100 * r["floor_ms"] / t if t else 0 for r, t in zip(records, times)]
+        ax.bar(x + i * width, pct, width, label=label)
+    ax.set_xticks(x + 0.4 - width / 2, names, rotation=45, ha="right", fontsize=7)
+    ax.set_ylabel("% of copy bandwidth (per call)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    return True
 
 
 def main():
@@ -212,9 +250,9 @@ def main():
         rec = run_config(cfg, np.random.default_rng(seed), copy_GBps, args.ours_only)
         rec.update(device=device, jax_version=jax.__version__, date=date)
         records.append(rec)
-        p = f"{rec['pallas_ms']:.3f}" if rec["pallas_ms"] else "n/a"
-        r = f"{rec['ref_ms']:.3f}" if rec["ref_ms"] else "n/a"
-        print(f"{cfg.name:<32} ours {rec['ours_ms']:8.3f} ms  pallas {p:>8}  ref {r:>8}  "
+        timed = "  ".join(f"{p} {rec[f'{p}_ms']:.3f}" for p in PEERS if rec.get(f"{p}_ms"))
+        step = f"  step {rec['ours_step_us']:.1f} us/layer" if rec.get("ours_step_us") else ""
+        print(f"{cfg.name:<32} ours {rec['ours_ms']:8.3f} ms{step}  {timed}  "
               f"{rec['pct_of_copy_bw']:5.1f}% BW  {rec['tflops']:6.1f} TF/s  err {rec['rel_err']:.1e}", flush=True)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, f"{slug}_ours.json" if args.ours_only else f"{slug}.json"), "w") as f:
@@ -223,6 +261,7 @@ def main():
         return
     with open(os.path.join(args.out, "RESULTS.md"), "w") as f:
         f.write(render_table(records, device, date, jax.__version__))
+    plot(records, os.path.join(args.out, f"{slug}_bandwidth.png"))
 
 
 if __name__ == "__main__":

@@ -13,6 +13,12 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --f
 cat "$OUT/gpu.txt"
 
 start=$(date +%s)
+# Peers and test helpers travel as wheels (carry .whl): sgl-flash-mla, flash-attn3-jax, pytest-xdist.
+if compgen -G "$REPO/.whl/*.whl" > /dev/null; then
+  python3 -m pip install -q --no-deps --no-index --target /tmp/site "$REPO"/.whl/*.whl > "$OUT/wheels.log" 2>&1
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+export XLA_PYTHON_CLIENT_PREALLOCATE=false  # JAX and torch (FlashMLA) share the GPU
 if ! python3 -m pip install --no-build-isolation --no-deps -v . > "$OUT/build.log" 2>&1; then
   tail -40 "$OUT/build.log"; echo "BUILD FAILED"; exit 1
 fi

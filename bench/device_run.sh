@@ -34,11 +34,20 @@ if [[ $MODE == test || $MODE == all ]]; then
   python3 -m jaxpaged 2>&1 | tee "$OUT/main_job.log" || status=1
 fi
 if [[ $MODE == sanitize ]]; then
-  # Out-of-bounds and race checks on the cases with junk tables, padding and splits.
-  compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m pytest -q -p no:cacheprovider -x \
-    "$REPO/tests/test_paged_attention.py" "$REPO/tests/test_mla_decode.py" -k "ragged or corrupt or splits or layouts" \
-    > "$OUT/memcheck.log" 2>&1 || status=1
-  grep -E "ERROR SUMMARY|passed|failed" "$OUT/memcheck.log" | tail -3
+  # The kernels without JAX (tools/sanitize_driver.cu) under each compute-sanitizer tool.
+  san=/tmp/jaxpaged-sanitize
+  if cmake -S "$REPO" -B "$san" -G Ninja -DJAXPAGED_CUDA=ON -DJAXPAGED_SANITIZE_DRIVER=ON \
+       -DJAXPAGED_CUDA_ARCHS="${JAXPAGED_CUDA_ARCHS:-90a}" > "$OUT/sanitize_build.log" 2>&1 &&
+     ninja -C "$san" jaxpaged_sanitize >> "$OUT/sanitize_build.log" 2>&1; then
+    for tool in memcheck racecheck synccheck initcheck; do
+      quick=$([[ $tool == racecheck || $tool == initcheck ]] && echo --quick)
+      compute-sanitizer --tool $tool --error-exitcode 9 "$san/jaxpaged_sanitize" $quick \
+        > "$OUT/sanitize_$tool.log" 2>&1 || status=1
+      echo "$tool: $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/sanitize_$tool.log" | tail -1), $(tail -1 "$OUT/sanitize_$tool.log")"
+    done
+  else
+    tail -20 "$OUT/sanitize_build.log"; echo "SANITIZE DRIVER BUILD FAILED"; status=1
+  fi
 fi
 if [[ $MODE == bench || $MODE == all ]]; then
   python3 "$REPO/bench/bench.py" --out "$OUT" "$@" 2>&1 | tee "$OUT/bench.log" || status=1

@@ -69,14 +69,21 @@ ffi::Error mla_decode_gpu_impl(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, ffi::
   if (ckv.element_type() != q_nope.element_type() || kpe.element_type() != q_nope.element_type()) {
     return ffi::Error::InvalidArgument("jaxpaged: mla_decode has no GPU kernel for fp8 or 656-byte caches yet");
   }
+  return run_mla_decode_gpu(p, q_nope.element_type(), workspace->typed_data(), int64_t(workspace->element_count()),
+                            stream);
+}
+
+}  // namespace
+
+ffi::Error run_mla_decode_gpu(const MlaDecodeParams& p, ffi::DataType dtype, float* ws, int64_t ws_floats,
+                              gpuStream_t stream) {
   if (p.batch * p.s_q * p.num_heads == 0) return ffi::Error::Success();
   const MlaWorkspace w = MlaWorkspace::of(p, mla_device(current_device()));
-  if (int64_t(workspace->element_count()) < w.floats) {
+  if (ws_floats < w.floats) {
     return ffi::Error::InvalidArgument(
         "jaxpaged: mla_decode workspace smaller than this device's path needs (lowered for another device?)");
   }
-  float* ws = workspace->typed_data();
-  return with_gpu_dtype(q_nope.element_type(), "mla_decode", [&](auto t) -> ffi::Error {
+  return with_gpu_dtype(dtype, "mla_decode", [&](auto t) -> ffi::Error {
     using T = decltype(t);
 #if defined(JAXPAGED_WITH_SM90)
     if (w.hopper) return launch_hopper<T>(p, w, ws, stream);
@@ -85,8 +92,6 @@ ffi::Error mla_decode_gpu_impl(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, ffi::
                                                    : launch_mla_sm80<T, 1>(p, w, ws, stream);
   });
 }
-
-}  // namespace
 
 int64_t mla_decode_workspace_bytes(const MlaDecodeParams& shapes, int device) {
   int64_t most = 0;

@@ -30,4 +30,10 @@ ffi::Error launch_mla_merge(const MlaDecodeParams& p, int parts, const MlaSchedu
 // or 0 when there is none (a build without sm_90a, or another GPU). sm90/launch.cuh.
 int mla_sm90_binary_version();
 
+// What the GPU handler does once the call is decoded: lay out the workspace for the current device
+// (ws_floats words at ws), pick the path and instance for q's dtype, launch. handler_gpu.cu; also
+// the entry point of tools/sanitize_driver.cu, which runs the kernels without JAX.
+ffi::Error run_mla_decode_gpu(const MlaDecodeParams& p, ffi::DataType dtype, float* ws, int64_t ws_floats,
+                              gpuStream_t stream);
+
 }  // namespace jaxpaged

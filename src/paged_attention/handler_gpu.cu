@@ -34,13 +34,20 @@ ffi::Error paged_attention_gpu_impl(ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::Any
   if (k.element_type() != q.element_type()) {
     return ffi::Error::InvalidArgument("jaxpaged: paged_attention has no GPU kernel for fp8 caches yet");
   }
+  return run_paged_attention_gpu(p, q.element_type(), workspace->typed_data(),
+                                 int64_t(workspace->element_count()), stream);
+}
+
+}  // namespace
+
+ffi::Error run_paged_attention_gpu(const PagedAttentionParams& p, ffi::DataType dtype, float* ws,
+                                   int64_t ws_floats, gpuStream_t stream) {
   if (p.num_tokens == 0) return ffi::Error::Success();
   const PagedWorkspace w = PagedWorkspace::of(p);
-  if (int64_t(workspace->element_count()) < w.floats) {
+  if (ws_floats < w.floats) {
     return ffi::Error::InvalidArgument("jaxpaged: paged_attention workspace smaller than its layout needs");
   }
-  float* ws = workspace->typed_data();
-  return with_gpu_dtype(q.element_type(), "paged_attention", [&](auto t) -> ffi::Error {
+  return with_gpu_dtype(dtype, "paged_attention", [&](auto t) -> ffi::Error {
     using T = decltype(t);
     switch (p.head_dim) {
       case 64: return launch_for_dim<T, 64>(p, w, ws, stream);
@@ -51,8 +58,6 @@ ffi::Error paged_attention_gpu_impl(ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::Any
     }
   });
 }
-
-}  // namespace
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(jaxpaged_paged_attention_gpu, paged_attention_gpu_impl,
                               paged_attention_binding()

@@ -21,4 +21,10 @@ template <typename T, int D, bool LARGE>
 ffi::Error launch_paged_tiles(const PagedAttentionParams& p, const PagedWorkspace& w, float* ws,
                               gpuStream_t stream);
 
+// What the GPU handler does once the call is decoded: check the workspace (ws_floats words at ws),
+// pick the instance for q's dtype and head dim, launch. handler_gpu.cu; also the entry point of
+// tools/sanitize_driver.cu, which runs the kernels without JAX.
+ffi::Error run_paged_attention_gpu(const PagedAttentionParams& p, ffi::DataType dtype, float* ws,
+                                   int64_t ws_floats, gpuStream_t stream);
+
 }  // namespace jaxpaged

@@ -1,0 +1,272 @@
+// The GPU kernels without JAX, on adversarial inputs, for compute-sanitizer (memcheck, racecheck,
+// initcheck, synccheck). Under JAX, memcheck crashed inside the JAX process after one test; this
+// driver calls what the FFI handlers call once a call is decoded (run_paged_attention_gpu,
+// run_mla_decode_gpu), with inputs shaped as the Python side passes them: cu_q_lens clamped to
+// [0, T] and non-decreasing, page ids and lengths anything.
+//
+//   cmake -S . -B build/sanitize -G Ninja -DJAXPAGED_SANITIZE_DRIVER=ON -DJAXPAGED_CUDA_ARCHS=90a
+//   ninja -C build/sanitize jaxpaged_sanitize
+//   compute-sanitizer --tool memcheck --error-exitcode 9 build/sanitize/jaxpaged_sanitize
+//   compute-sanitizer --tool racecheck --error-exitcode 9 build/sanitize/jaxpaged_sanitize --quick
+//
+// Cases: junk page ids inside and past the used range (INT32_MAX, negative, 2^20), lengths past the
+// table and negative, empty sequences, padding rows, decreasing cu_q_lens made flat, every head
+// dim, both layouts, page sizes 1, 16 and 256, windows and soft cap, traced options (read from a
+// device array), long contexts (KV splits, merges); MLA with 16-128 heads, s_q 1-2, page sizes 1
+// and 64, both cache layouts, causal, one 32K-token sequence. Unused cache memory holds NaN.
+// Prints one line per case; exits 1 if a launch reports an error.
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "mla_decode/launch.h"
+#include "paged_attention/launch.h"
+
+namespace {
+
+using jaxpaged::ffi::DataType;
+
+std::mt19937 rng(1234);
+
+int rand_int(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); }
+
+// A device buffer freed at scope exit.
+template <typename T>
+struct Device {
+  T* ptr = nullptr;
+  explicit Device(const std::vector<T>& host) {
+    cudaMalloc(&ptr, std::max<size_t>(host.size(), 1) * sizeof(T));
+    if (!host.empty()) cudaMemcpy(ptr, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice);
+  }
+  explicit Device(size_t n) { cudaMalloc(&ptr, std::max<size_t>(n, 1) * sizeof(T)); }
+  ~Device() { cudaFree(ptr); }
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+};
+
+// n bfloat16 values in [-1, 1]; NaN where poison(i).
+template <typename F>
+std::vector<__nv_bfloat16> values(size_t n, F poison) {
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<__nv_bfloat16> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = __float2bfloat16(poison(i) ? NAN : u(rng));
+  return v;
+}
+
+const int32_t kJunk[] = {2147483647, -7, 1 << 20};
+
+int failures = 0;
+
+void report(const std::string& name, jaxpaged::ffi::Error err) {
+  const cudaError_t sync = cudaDeviceSynchronize();
+  const bool ok = err.success() && sync == cudaSuccess;
+  std::printf("%-72s %s%s\n", name.c_str(), ok ? "ok" : "FAILED ",
+              ok ? "" : (err.failure() ? err.message().c_str() : cudaGetErrorString(sync)));
+  failures += !ok;
+}
+
+struct PagedCase {
+  std::string name;
+  std::vector<int> q_lens;   // per sequence; empty: pure decode (one row each)
+  std::vector<int> kv_lens;  // may be negative or past the table
+  int hq, hkv, dim, page;
+  bool hnd = false;
+  int window = 0;
+  float soft_cap = 0.f;
+  bool traced = false;   // options read from a device array
+  int junk_used = 0;     // junk ids placed inside the used range
+  int pad_rows = 0;      // rows of q past cu[S]
+  bool decreasing = false;  // raw cu_q_lens decrease somewhere (flattened as the op does)
+};
+
+void run_paged(const PagedCase& c) {
+  const bool decode = c.q_lens.empty();
+  const int S = int(c.kv_lens.size());
+  std::vector<int> cu(S + 1, 0);
+  for (int s = 0; s < S; ++s) cu[s + 1] = cu[s] + (decode ? 1 : c.q_lens[s]);
+  const int T = cu[S] + (decode ? 0 : c.pad_rows);
+  if (c.decreasing && S >= 3) {  // raw [.., big, small, ..]: clamp + running max makes it flat
+    cu[2] = std::max(cu[1], cu[2] - 3);
+    for (int s = 1; s <= S; ++s) cu[s] = std::max(cu[s], cu[s - 1]);
+  }
+  int max_pages = 1;
+  for (int L : c.kv_lens) max_pages = std::max(max_pages, (std::max(L, 0) + c.page - 1) / c.page);
+  max_pages = std::min(max_pages, 4096);
+  const int used = S * max_pages, num_pages = used + 2;
+  std::vector<int32_t> pages(num_pages);
+  for (int i = 0; i < num_pages; ++i) pages[i] = i;
+  std::shuffle(pages.begin(), pages.end(), rng);
+  std::vector<int32_t> table(size_t(S) * (max_pages + 1));
+  const int width = max_pages + 1;  // one spare (junk) entry per row
+  for (int s = 0; s < S; ++s) {
+    for (int j = 0; j < width; ++j) table[s * width + j] = j < max_pages ? pages[s * max_pages + j] : kJunk[s % 3];
+  }
+  for (int i = 0; i < c.junk_used; ++i) table[rand_int(0, S - 1) * width + rand_int(0, max_pages - 1)] = kJunk[i % 3];
+  const bool pool_poison = true;
+  const size_t page_elems = size_t(c.page) * c.hkv * c.dim;
+  // Pages 0 and 1 of the shuffled pool are never in a table: poison them.
+  const int spare0 = pages[used], spare1 = pages[used + 1];
+  auto poisoned = [&](size_t i) {
+    const int64_t pg = int64_t(i / page_elems);
+    return pool_poison && (pg == spare0 || pg == spare1);
+  };
+  Device<__nv_bfloat16> q(values(size_t(T) * c.hq * c.dim, [](size_t) { return false; }));
+  Device<__nv_bfloat16> k(values(num_pages * page_elems, poisoned)), v(values(num_pages * page_elems, poisoned));
+  std::vector<int32_t> lens(c.kv_lens.begin(), c.kv_lens.end());
+  Device<int32_t> d_lens(lens), d_table(table), d_cu(std::vector<int32_t>(cu.begin(), cu.end()));
+  Device<__nv_bfloat16> out(size_t(T) * c.hq * c.dim);
+  Device<float> lse(size_t(T) * c.hq);
+
+  jaxpaged::PagedAttentionParams p{};
+  p.q = q.ptr;
+  p.k_cache = k.ptr;
+  p.v_cache = v.ptr;
+  p.kv_lens = d_lens.ptr;
+  p.block_tables = d_table.ptr;
+  p.cu_q_lens = d_cu.ptr;
+  p.out = out.ptr;
+  p.lse = lse.ptr;
+  p.num_tokens = T;
+  p.num_q_heads = c.hq;
+  p.num_kv_heads = c.hkv;
+  p.head_dim = c.dim;
+  p.num_seqs = S;
+  p.max_pages = width;
+  p.num_pages = num_pages;
+  p.page_size = c.page;
+  p.head_stride = c.hnd ? int64_t(c.page) * c.dim : c.dim;
+  p.slot_stride = c.hnd ? c.dim : int64_t(c.hkv) * c.dim;
+  p.page_stride = page_elems;
+  p.scale = 1.f / std::sqrt(float(c.dim));
+  p.soft_cap = c.soft_cap;
+  p.sliding_window = c.window;
+  p.k_scale = p.v_scale = 1.f;
+  p.decode_only = decode;
+  std::vector<int32_t> words(jaxpaged::PagedOptions::kWords);
+  std::memcpy(&words[0], &p.scale, 4);
+  std::memcpy(&words[1], &p.soft_cap, 4);
+  words[2] = c.window;
+  std::memcpy(&words[3], &p.k_scale, 4);
+  std::memcpy(&words[4], &p.v_scale, 4);
+  Device<int32_t> d_options(words);
+  p.options = c.traced ? d_options.ptr : nullptr;
+  const int64_t ws_floats = jaxpaged::PagedWorkspace::of(p).floats;
+  Device<float> ws{static_cast<size_t>(ws_floats)};
+  report("paged " + c.name, jaxpaged::run_paged_attention_gpu(p, DataType::BF16, ws.ptr, ws_floats, nullptr));
+}
+
+struct MlaCase {
+  std::string name;
+  std::vector<int> kv_lens;
+  int s_q, heads, page;
+  bool combined = true, causal = false;
+  int junk_used = 0;
+};
+
+void run_mla(const MlaCase& c) {
+  const int B = int(c.kv_lens.size());
+  int max_pages = 1;
+  for (int L : c.kv_lens) max_pages = std::max(max_pages, (std::max(L, 0) + c.page - 1) / c.page);
+  max_pages = std::min(max_pages, 4096);  // a length past the table then clamps to 4096 pages
+  const int width = max_pages + 1, used = B * max_pages, num_pages = used + 2;
+  std::vector<int32_t> pages(num_pages);
+  for (int i = 0; i < num_pages; ++i) pages[i] = i;
+  std::shuffle(pages.begin(), pages.end(), rng);
+  std::vector<int32_t> table(size_t(B) * width);
+  for (int b = 0; b < B; ++b) {
+    for (int j = 0; j < width; ++j) table[b * width + j] = j < max_pages ? pages[b * max_pages + j] : kJunk[b % 3];
+  }
+  for (int i = 0; i < c.junk_used; ++i) table[rand_int(0, B - 1) * width + rand_int(0, max_pages - 1)] = kJunk[i % 3];
+  const int row = c.combined ? 576 : 512;
+  const size_t page_rows = size_t(c.page);
+  const int spare0 = pages[used], spare1 = pages[used + 1];
+  auto poisoned = [&](size_t i, int w) {
+    const int64_t pg = int64_t(i / (page_rows * w));
+    return pg == spare0 || pg == spare1;
+  };
+  const size_t rows = size_t(B) * c.s_q * c.heads;
+  Device<__nv_bfloat16> q_nope(values(rows * 512, [](size_t) { return false; }));
+  Device<__nv_bfloat16> q_pe(values(rows * 64, [](size_t) { return false; }));
+  Device<__nv_bfloat16> ckv(values(num_pages * page_rows * row, [&](size_t i) { return poisoned(i, row); }));
+  Device<__nv_bfloat16> kpe(values(c.combined ? 0 : num_pages * page_rows * 64, [&](size_t i) { return poisoned(i, 64); }));
+  Device<int32_t> d_lens(std::vector<int32_t>(c.kv_lens.begin(), c.kv_lens.end())), d_table(table);
+  Device<__nv_bfloat16> out(rows * 512);
+  Device<float> lse(rows);
+
+  jaxpaged::MlaDecodeParams p{};
+  p.q_nope = q_nope.ptr;
+  p.q_pe = q_pe.ptr;
+  p.ckv = ckv.ptr;
+  p.kpe = c.combined ? static_cast<const void*>(ckv.ptr + 512) : kpe.ptr;
+  p.kv_lens = d_lens.ptr;
+  p.block_tables = d_table.ptr;
+  p.out = out.ptr;
+  p.lse = lse.ptr;
+  p.batch = B;
+  p.s_q = c.s_q;
+  p.num_heads = c.heads;
+  p.max_pages = width;
+  p.num_pages = num_pages;
+  p.page_size = c.page;
+  p.ckv_slot_stride = row;
+  p.ckv_page_stride = int64_t(c.page) * row;
+  p.kpe_slot_stride = c.combined ? row : 64;
+  p.kpe_page_stride = c.combined ? int64_t(c.page) * row : int64_t(c.page) * 64;
+  p.scale = 1.f / std::sqrt(192.f);
+  p.kv_scale = 1.f;
+  p.causal = c.causal;
+  const int64_t ws_floats = jaxpaged::mla_decode_workspace_bytes(p, -1) / 4;  // -1: the most any visible GPU needs
+  Device<float> ws{static_cast<size_t>(ws_floats)};
+  report("mla " + c.name, jaxpaged::run_mla_decode_gpu(p, DataType::BF16, ws.ptr, ws_floats, nullptr));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::string(argv[1]) == "--quick";  // racecheck is slow: fewer, smaller cases
+  std::vector<PagedCase> paged = {
+      {"decode GQA 4, junk ids in range, lengths past table / negative", {}, {37, 5000, -3, 0, 700, 16}, 32, 8, 128, 16,
+       false, 0, 0.f, false, 3},
+      {"decode MHA d64 page 1", {}, {1, 9, 33, 0}, 8, 8, 64, 1},
+      {"decode d256 soft cap traced", {}, {300, 2000, 17}, 16, 2, 256, 16, false, 0, 50.f, true, 1},
+      {"decode long context (splits), HND", {}, {32768, 100}, 32, 8, 128, 16, true},
+      {"ragged mix, padding rows, window", {1, 40, 0, 7, 1}, {100, 64, 0, 7, 3000}, 16, 4, 128, 16, false, 24, 0.f,
+       false, 2, 5},
+      {"ragged, decreasing cu made flat, page 256", {3, 9, 4, 2}, {3, 500, 4, 20000}, 8, 1, 64, 256, false, 0, 0.f,
+       false, 0, 3, true},
+      {"ragged prefill chunks, d256, traced window", {70, 130}, {90, 140}, 8, 2, 256, 16, false, 33, 0.f, true, 1},
+      {"ragged long prefill past table", {64}, {1 << 30}, 4, 4, 128, 16},
+  };
+  std::vector<MlaCase> mla = {
+      {"h128 b4 page 64 junk ids", {4096, 33, 0, -5}, 1, 128, 64, true, false, 2},
+      {"h16 b8 page 1 split cache", {1, 100, 63, 64, 65, 0, 700, 3}, 1, 16, 1, false},
+      {"h64 s_q 2 causal", {1, 2, 129, 4000}, 2, 64, 64, true, true, 1},
+      {"h128 one 32K sequence", {32768}, 1, 128, 64},
+      {"h128 lengths past table", {1 << 29, 64}, 1, 128, 64},
+  };
+  int device = 0, count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    std::printf("no CUDA device\n");
+    return 2;
+  }
+  cudaGetDevice(&device);
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, device);
+  std::printf("device %s (sm_%d%d)%s\n", prop.name, prop.major, prop.minor, quick ? ", quick" : "");
+  for (size_t i = 0; i < paged.size(); ++i) {
+    if (quick && (i == 3 || i == 7)) continue;
+    run_paged(paged[i]);
+  }
+  for (size_t i = 0; i < mla.size(); ++i) {
+    if (quick && (i == 3 || i == 4)) continue;
+    run_mla(mla[i]);
+  }
+  std::printf("%d failed\n", failures);
+  return failures ? 1 : 0;
+}

@@ -11,7 +11,8 @@ from jaxpaged import reference
 from jaxpaged._extension import GPU_PLATFORM as gpu_platform
 from jaxpaged.cache_write import write_kv, write_mla_kv
 from jaxpaged.mla_decode import mla_decode
+from jaxpaged.mla_decode_sparse import mla_decode_sparse
 from jaxpaged.paged_attention import paged_attention
 
-__all__ = ["paged_attention", "mla_decode", "write_kv", "write_mla_kv", "reference", "gpu_platform"]
+__all__ = ["paged_attention", "mla_decode", "mla_decode_sparse", "write_kv", "write_mla_kv", "reference", "gpu_platform"]
 __version__ = "0.1.0"

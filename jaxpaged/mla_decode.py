@@ -20,6 +20,38 @@ ROPE_DIM = 64     # rotary part of the key
 OPTION_WORDS = 2  # traced options: scale, kv_scale (float32 bits)
 
 
+def check_queries_and_caches(q_nope, q_pe, ckv_cache, kpe_cache):
+    """Shape rule of what dense and sparse MLA decode share (queries and caches, every format);
+    returns (batch, s_q, num_heads, num_pages, page_size)."""
+    _checks.check_rank("q_nope", q_nope, 4, "[B, s_q, Hq, 512]")
+    _checks.check_float("q_nope", q_nope)
+    batch, s_q, num_heads, latent = q_nope.shape
+    if latent != LATENT_DIM:
+        raise ValueError(f"q_nope must have shape [B, s_q, Hq, 512]; got {q_nope.shape}")
+    if q_pe.shape != (batch, s_q, num_heads, ROPE_DIM):
+        raise ValueError(f"q_pe must have shape [B, s_q, Hq, 64] = {(batch, s_q, num_heads, ROPE_DIM)}; "
+                         f"got {q_pe.shape}")
+    _checks.check_same_dtype("q_pe", q_pe, "q_nope", q_nope)
+    _checks.check_rank("ckv_cache", ckv_cache, 3, "[num_pages, page_size, 512 or 576]")
+    ds_rows = ckv_cache.dtype == np.uint8
+    if not (ds_rows or _fp8.is_fp8(ckv_cache.dtype)):
+        _checks.check_same_dtype("ckv_cache", ckv_cache, "q_nope", q_nope)
+    num_pages, page_size, width = ckv_cache.shape
+    if ds_rows and width != _fp8.DS_ROW_BYTES:
+        raise ValueError(f"a uint8 ckv_cache holds DeepSeek-V3.2's 656-byte rows; got shape {ckv_cache.shape}")
+    combined = width == LATENT_DIM + ROPE_DIM or ds_rows  # kpe_cache is then ckv_cache again, unread
+    if width not in (LATENT_DIM, LATENT_DIM + ROPE_DIM) and not ds_rows:
+        raise ValueError(f"ckv_cache's last dim must be 512 (with kpe_cache) or 576 (combined, "
+                         f"kpe_cache=None); got shape {ckv_cache.shape}")
+    if not combined:
+        _checks.check_same_dtype("kpe_cache", kpe_cache, "q_nope", q_nope)
+        if kpe_cache.shape != (num_pages, page_size, ROPE_DIM):
+            raise ValueError(f"kpe_cache must have shape [num_pages, page_size, 64] = "
+                             f"{(num_pages, page_size, ROPE_DIM)}; got {kpe_cache.shape}")
+    _checks.check_page_size("ckv_cache", page_size)
+    return batch, s_q, num_heads, num_pages, page_size
+
+
 class _MlaDecode(_spec.OpSpec):
     """Operands: q_nope, q_pe, ckv_cache, kpe_cache (ckv_cache again for the combined layout),
     kv_lens, block_tables, options (int32 [2] when an option is traced, read by the kernels from
@@ -31,32 +63,7 @@ class _MlaDecode(_spec.OpSpec):
 
     def abstract_eval(self, q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, options, *, scale,
                       kv_scale, causal):
-        _checks.check_rank("q_nope", q_nope, 4, "[B, s_q, Hq, 512]")
-        _checks.check_float("q_nope", q_nope)
-        batch, s_q, num_heads, latent = q_nope.shape
-        if latent != LATENT_DIM:
-            raise ValueError(f"q_nope must have shape [B, s_q, Hq, 512]; got {q_nope.shape}")
-        if q_pe.shape != (batch, s_q, num_heads, ROPE_DIM):
-            raise ValueError(f"q_pe must have shape [B, s_q, Hq, 64] = {(batch, s_q, num_heads, ROPE_DIM)}; "
-                             f"got {q_pe.shape}")
-        _checks.check_same_dtype("q_pe", q_pe, "q_nope", q_nope)
-        _checks.check_rank("ckv_cache", ckv_cache, 3, "[num_pages, page_size, 512 or 576]")
-        ds_rows = ckv_cache.dtype == np.uint8
-        if not (ds_rows or _fp8.is_fp8(ckv_cache.dtype)):
-            _checks.check_same_dtype("ckv_cache", ckv_cache, "q_nope", q_nope)
-        num_pages, page_size, width = ckv_cache.shape
-        if ds_rows and width != _fp8.DS_ROW_BYTES:
-            raise ValueError(f"a uint8 ckv_cache holds DeepSeek-V3.2's 656-byte rows; got shape {ckv_cache.shape}")
-        combined = width == LATENT_DIM + ROPE_DIM or ds_rows  # kpe_cache is then ckv_cache again, unread
-        if width not in (LATENT_DIM, LATENT_DIM + ROPE_DIM) and not ds_rows:
-            raise ValueError(f"ckv_cache's last dim must be 512 (with kpe_cache) or 576 (combined, "
-                             f"kpe_cache=None); got shape {ckv_cache.shape}")
-        if not combined:
-            _checks.check_same_dtype("kpe_cache", kpe_cache, "q_nope", q_nope)
-            if kpe_cache.shape != (num_pages, page_size, ROPE_DIM):
-                raise ValueError(f"kpe_cache must have shape [num_pages, page_size, 64] = "
-                                 f"{(num_pages, page_size, ROPE_DIM)}; got {kpe_cache.shape}")
-        _checks.check_page_size("ckv_cache", page_size)
+        batch, s_q, num_heads, _, page_size = check_queries_and_caches(q_nope, q_pe, ckv_cache, kpe_cache)
         _checks.check_int32("kv_lens", kv_lens, (batch,), "[B]")
         if block_tables.ndim != 2:
             raise ValueError(f"block_tables must have shape [B, max_pages]; got shape {block_tables.shape}")
@@ -137,18 +144,28 @@ def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, sca
       (out [B, s_q, Hq, 512] in q's dtype, lse [B, s_q, Hq] float32). Exact rule:
       jaxpaged.reference.mla_decode.
     """
-    if scale is None:
-        raise ValueError("scale is required for mla_decode (e.g. 1/sqrt(128 + 64) for DeepSeek-V3)")
-    traced = _checks.any_traced(scale, kv_scale)
-    scale = _checks.option("scale", scale)
-    if kv_scale is not None and not _fp8.is_fp8(jnp.result_type(ckv_cache)):
-        raise ValueError(f"kv_scale applies to fp8 caches only; ckv_cache is {jnp.result_type(ckv_cache)}")
-    kv_scale = 1.0 if kv_scale is None else _checks.option("kv_scale", kv_scale)
     if _checks.is_traced(causal):
         raise ValueError("causal must be a Python bool, not a traced value: mark it static, e.g. "
                          "jax.jit(f, static_argnames=('causal',))")
     kv_lens = _checks.index_array("kv_lens", kv_lens)
     block_tables = _checks.index_array("block_tables", block_tables, out_of_range=-1)
+    kpe_cache, options, attrs, sinks = prepare(q_nope, ckv_cache, kpe_cache, scale, kv_scale, sinks, "mla_decode")
+    out, lse = mla_decode_p.bind(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, options,
+                                 causal=bool(causal), **attrs)
+    return (out, lse) if sinks is None else (_sinks.apply_sinks(out, lse, sinks), lse)
+
+
+def prepare(q_nope, ckv_cache, kpe_cache, scale, kv_scale, sinks, op: str):
+    """The arguments dense and sparse MLA decode share, checked and as their primitives take them:
+    (kpe_cache - ckv_cache again for a combined or 656-byte cache -, options operand,
+    {scale, kv_scale} attributes, sinks)."""
+    if scale is None:
+        raise ValueError(f"scale is required for {op} (e.g. 1/sqrt(128 + 64) for DeepSeek-V3)")
+    traced = _checks.any_traced(scale, kv_scale)
+    scale = _checks.option("scale", scale)
+    if kv_scale is not None and not _fp8.is_fp8(jnp.result_type(ckv_cache)):
+        raise ValueError(f"kv_scale applies to fp8 caches only; ckv_cache is {jnp.result_type(ckv_cache)}")
+    kv_scale = 1.0 if kv_scale is None else _checks.option("kv_scale", kv_scale)
     combined = jnp.shape(ckv_cache)[-1:] in ((LATENT_DIM + ROPE_DIM,), (_fp8.DS_ROW_BYTES,))
     if kpe_cache is None:
         if not combined:
@@ -160,10 +177,6 @@ def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, sca
         raise ValueError("kpe_cache must be None when ckv_cache is the combined 576-wide layout")
     if sinks is not None:
         sinks = _sinks.check_sinks(sinks, jnp.shape(q_nope)[2] if jnp.ndim(q_nope) == 4 else -1)
-    if traced:
-        options, scale, kv_scale = _checks.option_words(scale, kv_scale), 0.0, 0.0  # the attributes are unused
-    else:
-        options = jnp.zeros(_checks.NO_OPTIONS_SHAPE, jnp.int32)
-    out, lse = mla_decode_p.bind(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, options,
-                                 scale=scale, kv_scale=kv_scale, causal=bool(causal))
-    return (out, lse) if sinks is None else (_sinks.apply_sinks(out, lse, sinks), lse)
+    if traced:  # the attributes are then unused
+        return kpe_cache, _checks.option_words(scale, kv_scale), dict(scale=0.0, kv_scale=0.0), sinks
+    return kpe_cache, jnp.zeros(_checks.NO_OPTIONS_SHAPE, jnp.int32), dict(scale=scale, kv_scale=kv_scale), sinks

@@ -6,6 +6,7 @@ they double as a slow fallback anywhere JAX runs. Tests compare every kernel aga
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -101,7 +102,7 @@ def paged_attention(q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens=None, 
         l = jnp.sum(w, axis=-1)
         o = jnp.einsum("hgk,khd->hgd", w, v, precision=jax.lax.Precision.HIGHEST)
         o = _normalize(o, l, m[..., 0], None if sinks is None else sinks.reshape(Hkv, Hq // Hkv))
-        lse = jnp.where(l > 0, m[..., 0] + jnp.log(jnp.where(l > 0, l, 1.0)), -jnp.inf)
+        lse = _lse(m[..., 0], l)
         o = jnp.where(bad, jnp.nan, o)
         lse = jnp.where(bad, jnp.nan, lse)
         return o.reshape(Hq, D), lse.reshape(Hq)
@@ -114,11 +115,32 @@ def paged_attention(q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens=None, 
 
 def _normalize(o, l, m, sinks):
     """Softmax-weighted sums o (weights exp(s - m), summing to l) divided by the denominator: l,
-    plus exp(sink - m) per head with sinks. Rows with no key (l = 0) get 0."""
+    plus exp(sink - m) per head with sinks. Rows with no key (l = 0) get 0; a NaN read from a key
+    the row sees stays NaN."""
     den = l
     if sinks is not None:
         den = l + jnp.exp(jnp.asarray(sinks, jnp.float32) - jnp.where(jnp.isfinite(m), m, 0.0))
-    return jnp.where(l[..., None] > 0, o / jnp.where(l > 0, den, 1.0)[..., None], 0.0)
+    empty = l == 0
+    return jnp.where(empty[..., None], 0.0, o / jnp.where(empty, 1.0, den)[..., None])
+
+
+def _lse(m, l):
+    """log(sum exp(s)) from the row max m and l = sum exp(s - m): -inf with no key, NaN stays NaN."""
+    empty = l == 0
+    return jnp.where(empty, -jnp.inf, m + jnp.log(jnp.where(empty, 1.0, l)))
+
+
+def _mla_tokens(ckv_cache, kpe_cache, kv_scale, pages, slots):
+    """(latent [..., 512], rope [..., 64]) float32 of the cached MLA tokens at (pages, slots), read
+    from any cache format (fp8 parts scaled by kv_scale, default 1.0)."""
+    def read(part):
+        return part.astype(jnp.float32) * ((1.0 if kv_scale is None else kv_scale) if _fp8.is_fp8(part.dtype) else 1.0)
+    rows = ckv_cache[pages, slots]
+    if ckv_cache.dtype == jnp.uint8:
+        return _fp8.unpack_ds_rows(rows)
+    if kpe_cache is None:
+        return read(rows[..., :512]), read(rows[..., 512:])
+    return read(rows), read(kpe_cache[pages, slots])
 
 
 def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, scale, causal=False, sinks=None,
@@ -138,18 +160,7 @@ def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, sca
       DeepSeek-V3.2's uint8 [.., 656] rows as _fp8.unpack_ds_rows says.
     """
     B, s_q, H, DL = q_nope.shape
-
-    def read(part):  # float32, fp8 scaled
-        scale_ = (1.0 if kv_scale is None else kv_scale) if _fp8.is_fp8(part.dtype) else 1.0
-        return part.astype(jnp.float32) * scale_
-
-    def tokens(pages, slots):  # (latent [n, 512], rope [n, 64]) float32 of the cached tokens
-        rows = ckv_cache[pages, slots]
-        if ckv_cache.dtype == jnp.uint8:
-            return _fp8.unpack_ds_rows(rows)
-        if kpe_cache is None:
-            return read(rows[..., :DL]), read(rows[..., DL:])
-        return read(rows), read(kpe_cache[pages, slots])
+    tokens = functools.partial(_mla_tokens, ckv_cache, kpe_cache, kv_scale)
     num_pages, page_size, _ = ckv_cache.shape
     max_pages = block_tables.shape[1]
     capacity = max_pages * page_size
@@ -177,11 +188,50 @@ def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, sca
         l = jnp.sum(w, axis=-1)
         o = jnp.einsum("ihk,kd->ihd", w, c, precision=hp)
         o = _normalize(o, l, m[..., 0], sinks)
-        lse = jnp.where(l > 0, m[..., 0] + jnp.log(jnp.where(l > 0, l, 1.0)), -jnp.inf)
+        lse = _lse(m[..., 0], l)
         return jnp.where(bad, jnp.nan, o), jnp.where(bad, jnp.nan, lse)
 
     chunk = _rows_per_chunk(capacity * (DL + 64) * 4 + s_q * H * capacity * 8)
     out, lse = jax.lax.map(one_batch, (q_nope, q_pe, block_tables, L), batch_size=min(chunk, B) or None)
+    return out.astype(q_nope.dtype), lse
+
+
+def mla_decode_sparse(q_nope, q_pe, ckv_cache, kpe_cache, indices, *, scale, topk_lens=None, kv_scale=None,
+                      sinks=None):
+    """Reference sparse (top-k) MLA decode (DeepSeek-V3.2). Query i of batch row b attends the
+    cache tokens named by indices[b, i, :n] with n = clip(topk_lens[b], 0, topk) (all topk when
+    topk_lens is None): an index is a token slot page * page_size + offset of the cache (whose page
+    axis is the token pool: no block table); one that is negative or >= num_pages * page_size is no
+    key, and a duplicate counts as often as it appears. Scores, output, lse, sinks and cache
+    formats as in mla_decode; a row with no key gets out 0, lse -inf; a NaN in a cache row that
+    a row's indices name makes that row NaN (only named rows are read).
+    """
+    B, s_q, H, _ = q_nope.shape
+    num_pages, page_size, _ = ckv_cache.shape
+    topk = indices.shape[-1]
+    count = jnp.full((B,), topk) if topk_lens is None else jnp.clip(topk_lens, 0, topk)
+
+    def one_batch(args):
+        qn, qp, idx, n = args
+        keep = (idx >= 0) & (idx < num_pages * page_size) & (jnp.arange(topk) < n)  # [s_q, topk]
+        safe = jnp.where(keep, idx, 0)
+        latent, rope = _mla_tokens(ckv_cache, kpe_cache, kv_scale, safe // page_size, safe % page_size)
+        c = jnp.where(keep[..., None], latent, 0.0)  # [s_q, topk, 512]; skipped keys read nothing
+        r = jnp.where(keep[..., None], rope, 0.0)
+        hp = jax.lax.Precision.HIGHEST
+        s_ = (jnp.einsum("ihd,ikd->ihk", qn.astype(jnp.float32), c, precision=hp)
+              + jnp.einsum("ihd,ikd->ihk", qp.astype(jnp.float32), r, precision=hp)) * scale
+        visible = keep[:, None, :]
+        s_ = jnp.where(visible, s_, -jnp.inf)
+        m = jnp.max(s_, axis=-1, keepdims=True)
+        w = jnp.where(visible, jnp.exp(s_ - jnp.where(jnp.isfinite(m), m, 0.0)), 0.0)
+        l = jnp.sum(w, axis=-1)
+        o = _normalize(jnp.einsum("ihk,ikd->ihd", w, c, precision=hp), l, m[..., 0], sinks)
+        lse = _lse(m[..., 0], l)
+        return o, lse
+
+    chunk = _rows_per_chunk(s_q * topk * 576 * 4 * 2 + s_q * H * topk * 8)
+    out, lse = jax.lax.map(one_batch, (q_nope, q_pe, indices, count), batch_size=min(chunk, B) or None)
     return out.astype(q_nope.dtype), lse
 
 

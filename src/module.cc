@@ -14,6 +14,7 @@ namespace nb = nanobind;
 extern "C" {
 XLA_FFI_Error* jaxpaged_paged_attention_cpu(XLA_FFI_CallFrame*);
 XLA_FFI_Error* jaxpaged_mla_decode_cpu(XLA_FFI_CallFrame*);
+XLA_FFI_Error* jaxpaged_mla_decode_sparse_cpu(XLA_FFI_CallFrame*);  // no GPU kernel yet
 #ifdef JAXPAGED_WITH_GPU
 XLA_FFI_Error* jaxpaged_paged_attention_gpu(XLA_FFI_CallFrame*);
 XLA_FFI_Error* jaxpaged_mla_decode_gpu(XLA_FFI_CallFrame*);
@@ -67,6 +68,7 @@ NB_MODULE(_jaxpaged, m) {
     nb::dict cpu;
     cpu["jaxpaged_paged_attention"] = as_capsule(jaxpaged_paged_attention_cpu);
     cpu["jaxpaged_mla_decode"] = as_capsule(jaxpaged_mla_decode_cpu);
+    cpu["jaxpaged_mla_decode_sparse"] = as_capsule(jaxpaged_mla_decode_sparse_cpu);
     nb::dict out;
     out["cpu"] = cpu;
 #ifdef JAXPAGED_WITH_GPU

@@ -156,6 +156,12 @@ def mla_cases(mesh):
           lambda *a: reference.mla_decode(*a[:6], scale=float(a[6])),
           (q_nope, q_pe, cache, None, lens, table, jnp.float32(0.07)),
           [q_spec, q_spec, (None, None, None), None, ("dp",), ("dp", None), None], ("dp", None, "tp"), mesh)
+    slots = jnp.asarray(rng.integers(-2, pages * page + 2, (batch, 2, 64)), jnp.int32)
+    check("mla sparse, sequences on dp, heads on tp",
+          lambda *a: jaxpaged.mla_decode_sparse(*a, scale=0.05, topk_lens=jnp.array([64, 5, 0, 33])),
+          lambda *a: reference.mla_decode_sparse(*a, scale=0.05, topk_lens=jnp.array([64, 5, 0, 33])),
+          (q_nope, q_pe, cache, None, slots),
+          [q_spec, q_spec, (None, None, None), None, ("dp", None, None)], ("dp", None, "tp"), mesh)
     check("mla split caches, sequences on dp, heads on tp", op, ref,
           (q_nope, q_pe, cache[..., :512], cache[..., 512:], lens, table),
           [q_spec, q_spec, (None, None, None), (None, None, None), ("dp",), ("dp", None)],

@@ -24,18 +24,15 @@ inline auto mla_decode_binding() {
       .Ret<ffi::Buffer<ffi::F32>>();  // lse
 }
 
-inline ffi::Error decode_mla_decode(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, ffi::AnyBuffer ckv,
-                                    ffi::AnyBuffer kpe, ffi::Buffer<ffi::S32> kv_lens,
-                                    ffi::Buffer<ffi::S32> block_tables, ffi::Buffer<ffi::S32> options,
-                                    float scale, float kv_scale, int32_t causal,
-                                    ffi::Result<ffi::AnyBuffer>& out,
-                                    ffi::Result<ffi::Buffer<ffi::F32>>& lse, MlaDecodeParams* p) {
+// What dense and sparse MLA decode share: queries, caches (every format), out, lse and options.
+inline ffi::Error decode_mla_queries_and_caches(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, ffi::AnyBuffer ckv,
+                                                ffi::AnyBuffer kpe, ffi::Buffer<ffi::S32> options, float scale,
+                                                float kv_scale, ffi::Result<ffi::AnyBuffer>& out,
+                                                ffi::Result<ffi::Buffer<ffi::F32>>& lse, MlaDecodeParams* p) {
   JP_RETURN_IF_ERROR(check_rank(q_nope.dimensions(), 4, "q_nope"));
   JP_RETURN_IF_ERROR(check_rank(q_pe.dimensions(), 4, "q_pe"));
   JP_RETURN_IF_ERROR(check_rank(ckv.dimensions(), 3, "ckv_cache"));
   JP_RETURN_IF_ERROR(check_rank(kpe.dimensions(), 3, "kpe_cache"));
-  JP_RETURN_IF_ERROR(check_rank(kv_lens.dimensions(), 1, "kv_lens"));
-  JP_RETURN_IF_ERROR(check_rank(block_tables.dimensions(), 2, "block_tables"));
   const auto dt = q_nope.element_type(), cache_dt = ckv.element_type();
   const bool fp8_cache = cache_dt == ffi::DataType::F8E4M3FN || cache_dt == ffi::DataType::F8E5M2;
   p->ds_rows = cache_dt == ffi::DataType::U8;
@@ -62,9 +59,6 @@ inline ffi::Error decode_mla_decode(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, 
     JP_RETURN_IF_ERROR(check_dim(kpe.dimensions()[1], cd[1], "kpe_cache's page size"));
     JP_RETURN_IF_ERROR(check_dim(kpe.dimensions()[2], kMlaRopeDim, "kpe_cache's last dim"));
   }
-  JP_RETURN_IF_ERROR(check_dim(kv_lens.dimensions()[0], p->batch, "kv_lens length"));
-  JP_RETURN_IF_ERROR(check_dim(block_tables.dimensions()[0], p->batch, "block_tables rows"));
-  p->max_pages = block_tables.dimensions()[1];
   JP_RETURN_IF_ERROR(check_rank(out->dimensions(), 4, "out"));
   for (size_t i = 0; i < 4; ++i) JP_RETURN_IF_ERROR(check_dim(out->dimensions()[i], qd[i], "an out dimension"));
   JP_RETURN_IF_ERROR(check_dim(int64_t(lse->element_count()), qd[0] * qd[1] * qd[2], "lse size"));
@@ -81,13 +75,27 @@ inline ffi::Error decode_mla_decode(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, 
   p->kpe = combined && !p->ds_rows
                ? static_cast<const char*>(ckv.untyped_data()) + kMlaLatentDim * ffi::ByteWidth(cache_dt)
                : (p->ds_rows ? ckv.untyped_data() : kpe.untyped_data());
-  p->kv_lens = kv_lens.typed_data();
-  p->block_tables = block_tables.typed_data();
   p->out = out->untyped_data();
   p->lse = lse->typed_data();
   p->scale = scale;
   p->kv_scale = kv_scale;
-  JP_RETURN_IF_ERROR(decode_options(options, kMlaOptionWords, &p->options));
+  return decode_options(options, kMlaOptionWords, &p->options);
+}
+
+inline ffi::Error decode_mla_decode(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, ffi::AnyBuffer ckv,
+                                    ffi::AnyBuffer kpe, ffi::Buffer<ffi::S32> kv_lens,
+                                    ffi::Buffer<ffi::S32> block_tables, ffi::Buffer<ffi::S32> options,
+                                    float scale, float kv_scale, int32_t causal,
+                                    ffi::Result<ffi::AnyBuffer>& out,
+                                    ffi::Result<ffi::Buffer<ffi::F32>>& lse, MlaDecodeParams* p) {
+  JP_RETURN_IF_ERROR(decode_mla_queries_and_caches(q_nope, q_pe, ckv, kpe, options, scale, kv_scale, out, lse, p));
+  JP_RETURN_IF_ERROR(check_rank(kv_lens.dimensions(), 1, "kv_lens"));
+  JP_RETURN_IF_ERROR(check_rank(block_tables.dimensions(), 2, "block_tables"));
+  JP_RETURN_IF_ERROR(check_dim(kv_lens.dimensions()[0], p->batch, "kv_lens length"));
+  JP_RETURN_IF_ERROR(check_dim(block_tables.dimensions()[0], p->batch, "block_tables rows"));
+  p->max_pages = block_tables.dimensions()[1];
+  p->kv_lens = kv_lens.typed_data();
+  p->block_tables = block_tables.typed_data();
   p->causal = causal != 0;
   return ffi::Error::Success();
 }

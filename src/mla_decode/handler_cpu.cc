@@ -1,39 +1,14 @@
 // CPU handler for MLA decode: exact semantics in plain C++ with float32 accumulation.
 // Each cached token is converted to float once per batch row and shared by all query heads.
-#include <cstring>
 #include <vector>
 
 #include "common/host_softmax.h"
 #include "common/masking.h"
 #include "mla_decode/ffi_binding.h"
+#include "mla_decode/host_tokens.h"
 
 namespace jaxpaged {
 namespace {
-
-// How the caches store a token: their dtypes (q's, or fp8 scaled by kv_scale) or DeepSeek's rows.
-struct MlaCacheFormat {
-  Dtype ckv, kpe;
-  float kv_scale;
-};
-
-// One cached token's 512 latent and 64 rope values as floats.
-void load_token(const MlaDecodeParams& p, const MlaCacheFormat& f, int64_t page, int64_t slot, float* latent,
-                float* rope) {
-  constexpr int64_t DL = kMlaLatentDim, DR = kMlaRopeDim;
-  if (p.ds_rows) {
-    const uint8_t* row = static_cast<const uint8_t*>(p.ckv) + page * p.ckv_page_stride + slot * p.ckv_slot_stride;
-    float scales[4];
-    std::memcpy(scales, row + kMlaDsScalesAt, sizeof scales);  // little-endian float32, as the host's
-    for (int64_t d = 0; d < DL; ++d) latent[d] = e4m3_to_float(row[d]) * scales[d / 128];
-    for (int64_t d = 0; d < DR; ++d) rope[d] = load_float(row + kMlaDsRopeAt, d, Dtype::kBF16);
-    return;
-  }
-  const float ckv_mul = is_fp8(f.ckv) ? f.kv_scale : 1.f, kpe_mul = is_fp8(f.kpe) ? f.kv_scale : 1.f;
-  for (int64_t d = 0; d < DL; ++d)
-    latent[d] = load_float(p.ckv, page * p.ckv_page_stride + slot * p.ckv_slot_stride + d, f.ckv) * ckv_mul;
-  for (int64_t d = 0; d < DR; ++d)
-    rope[d] = load_float(p.kpe, page * p.kpe_page_stride + slot * p.kpe_slot_stride + d, f.kpe) * kpe_mul;
-}
 
 void mla_decode_cpu(const MlaDecodeParams& p, Dtype dt, const MlaCacheFormat& format) {
   constexpr int64_t DL = kMlaLatentDim, DR = kMlaRopeDim;
@@ -86,10 +61,9 @@ ffi::Error mla_decode_cpu_impl(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, ffi::
   JP_RETURN_IF_ERROR(decode_mla_decode(q_nope, q_pe, ckv, kpe, kv_lens, block_tables, options, scale, kv_scale, causal,
                                        out, lse, &p));
   Dtype dt;
-  MlaCacheFormat format{Dtype::kF32, Dtype::kF32, mla_kv_scale(p)};
+  MlaCacheFormat format;
   if (!to_dtype(q_nope.element_type(), &dt) ||
-      (!p.ds_rows && (!to_cache_dtype(ckv.element_type(), &format.ckv) ||
-                      !to_cache_dtype(kpe.element_type(), &format.kpe)))) {
+      !mla_cache_format(p, ckv.element_type(), kpe.element_type(), &format)) {
     return ffi::Error::InvalidArgument(
         "jaxpaged: mla_decode supports float32, float16, bfloat16 (caches also fp8 or 656-byte rows)");
   }

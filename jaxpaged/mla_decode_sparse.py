@@ -1,0 +1,114 @@
+"""mla_decode_sparse: DeepSeek-V3.2's token-level top-k MLA decode, the public function and its
+op's spec. Semantics: jaxpaged.reference.mla_decode_sparse. CPU kernel only for now: on a GPU the
+lowering raises a ValueError saying so.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from jaxpaged import _checks, _sinks, _spec
+from jaxpaged.mla_decode import OPTION_WORDS, check_queries_and_caches, prepare
+
+
+class _MlaDecodeSparse(_spec.OpSpec):
+    """Operands: q_nope, q_pe, ckv_cache, kpe_cache (ckv_cache again for a combined or 656-byte
+    cache), indices [B, s_q, topk], topk_lens ([B], or [0]: every index counts), options (as
+    mla_decode's). Params: scale, kv_scale. Results: out, lse."""
+
+    name = "mla_decode_sparse"
+
+    def abstract_eval(self, q_nope, q_pe, ckv_cache, kpe_cache, indices, topk_lens, options, *, scale, kv_scale):
+        batch, s_q, num_heads, num_pages, page_size = check_queries_and_caches(q_nope, q_pe, ckv_cache, kpe_cache)
+        if indices.ndim != 3:
+            raise ValueError(f"indices must have shape [B, s_q, topk]; got shape {indices.shape}")
+        _checks.check_int32("indices", indices, (batch, s_q, indices.shape[2]), "[B, s_q, topk]")
+        if topk_lens.shape != _checks.NO_OPTIONS_SHAPE:
+            _checks.check_int32("topk_lens", topk_lens, (batch,), "[B]")
+        if num_pages * page_size > _checks.INT32_MAX:
+            raise ValueError(f"ckv_cache: num_pages * page_size ({num_pages} * {page_size}) must be below 2^31 "
+                             "(token slots are int32)")
+        _checks.check_options(options, OPTION_WORDS)
+        return (jax.core.ShapedArray(q_nope.shape, q_nope.dtype),
+                jax.core.ShapedArray((batch, s_q, num_heads), jnp.float32))
+
+    def gpu_unsupported(self, avals_in, params):
+        return "there is no GPU kernel for sparse MLA decode yet (it runs on CPU)"
+
+    def workspace_bytes(self, avals_in, params, device):
+        return 0
+
+    def batch(self, args, dims, **params):
+        """vmap folds the mapped axis into the batch axis. With mapped caches, instance i's token
+        slots move to its part of the stacked pool (an out-of-range slot stays out of range)."""
+        if dims[-1] is not None:
+            return _spec.map_instances(self.primitive, args, dims, **params)
+        q_nope, q_pe, ckv, kpe, indices, topk_lens, options = args
+        n = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
+        move = lambda x, d: jnp.broadcast_to(x, (n,) + x.shape) if d is None else jnp.moveaxis(x, d, 0)  # noqa: E731
+        q_nope, q_pe, indices = move(q_nope, dims[0]), move(q_pe, dims[1]), move(indices, dims[4])
+        batch = q_nope.shape[1]
+        if dims[2] is not None or dims[3] is not None:
+            ckv, kpe = move(ckv, dims[2]), move(kpe, dims[3])
+            tokens = ckv.shape[1] * ckv.shape[2]
+            valid = (indices >= 0) & (indices < tokens)
+            offset = (jnp.arange(n, dtype=jnp.int32) * tokens)[:, None, None, None]
+            indices = jnp.where(valid, indices + offset, -1)
+            ckv, kpe = (c.reshape((n * c.shape[1],) + c.shape[2:]) for c in (ckv, kpe))
+        if topk_lens.shape[-1:] != _checks.NO_OPTIONS_SHAPE:
+            topk_lens = move(topk_lens, dims[5]).reshape(-1)
+        fold = lambda x: x.reshape((n * batch,) + x.shape[2:])  # noqa: E731
+        out, lse = self.primitive.bind(fold(q_nope), fold(q_pe), ckv, kpe, fold(indices), topk_lens, options,
+                                       **params)
+        return (out.reshape((n, batch) + out.shape[1:]), lse.reshape((n, batch) + lse.shape[1:])), (0, 0)
+
+    def sharding_rule(self, avals_in, params):
+        """Factors: b sequences, h query heads (as mla_decode); the caches stay whole."""
+        lens = "b" if avals_in[5].shape != _checks.NO_OPTIONS_SHAPE else "t"
+        rule = f"b q h l, b q h r, p s w, p s v, b q k, {lens}, o -> b q h l, b q h"
+        batch, _, num_heads, _ = avals_in[0].shape
+
+        def plan(spec_of, fits):
+            seqs, heads = spec_of(0, 0), spec_of(0, 2)
+            if seqs is not None and not fits(seqs, batch):
+                seqs = None
+            if heads is not None and (heads == seqs or not fits(heads, num_heads)):
+                heads = None
+            q_spec = (seqs, None, heads, None)
+            cache = (None, None, None)
+            ins = [q_spec, q_spec, cache, cache, (seqs, None, None), (seqs if lens == "b" else None,), (None,)]
+            return ins, [q_spec, (seqs, None, heads)]
+        whole = ["q", "l", "r", "p", "s", "w", "v", "k", "o"] + (["t"] if lens == "t" else [])
+        return rule, {}, whole, plan
+
+
+mla_decode_sparse_p = _spec.define(_MlaDecodeSparse())
+
+
+def mla_decode_sparse(q_nope, q_pe, ckv_cache, kpe_cache, indices, *, scale, topk_lens=None, kv_scale=None,
+                      sinks=None):
+    """Sparse (top-k) MLA decode: each query row attends only the cache tokens its indices name.
+
+    Args:
+      q_nope, q_pe: [B, s_q, Hq, 512], [B, s_q, Hq, 64] queries (as mla_decode).
+      ckv_cache, kpe_cache: any cache mla_decode takes (16-bit split or combined, fp8 with
+        kv_scale, DeepSeek-V3.2's uint8 [num_pages, page_size, 656] rows with kpe_cache=None); its
+        page axis is the token pool (no block table).
+      indices: int [B, s_q, topk]: token slots page * page_size + offset; one that is negative or
+        >= num_pages * page_size is no key (skipped, never read); a duplicate counts as often as
+        it appears.
+      scale: score scale (required). topk_lens: int [B] or None: only the first topk_lens[b]
+        indices of batch row b count (clamped to [0, topk]). kv_scale, sinks: as mla_decode.
+
+    Returns:
+      (out [B, s_q, Hq, 512] in q's dtype, lse [B, s_q, Hq] float32); a row with no key: out 0,
+      lse -inf. CPU only for now.
+    """
+    indices = _checks.index_array("indices", indices, out_of_range=-1)
+    topk_lens = (jnp.zeros(_checks.NO_OPTIONS_SHAPE, jnp.int32) if topk_lens is None
+                 else _checks.index_array("topk_lens", topk_lens))
+    kpe_cache, options, attrs, sinks = prepare(q_nope, ckv_cache, kpe_cache, scale, kv_scale, sinks,
+                                               "mla_decode_sparse")
+    out, lse = mla_decode_sparse_p.bind(q_nope, q_pe, ckv_cache, kpe_cache, indices, topk_lens, options, **attrs)
+    return (out, lse) if sinks is None else (_sinks.apply_sinks(out, lse, sinks), lse)

@@ -1,0 +1,50 @@
+// The FFI signature of sparse (top-k) MLA decode and its decoding. The queries, caches, out, lse
+// and options are MLA decode's (mla_decode/ffi_binding.h); instead of lengths and block tables,
+// each query row has its own list of token slots.
+#pragma once
+
+#include "mla_decode/ffi_binding.h"
+
+namespace jaxpaged {
+
+struct MlaSparseParams {
+  MlaDecodeParams mla;          // kv_lens, block_tables, max_pages and causal are unused
+  const int32_t* indices;       // [batch, s_q, topk] token slots page * page_size + offset
+  const int32_t* topk_lens;     // [batch], or nullptr: every index counts
+  int64_t topk;
+};
+
+inline auto mla_sparse_binding() {
+  return ffi::Ffi::Bind()
+      .Arg<ffi::AnyBuffer>()          // q_nope
+      .Arg<ffi::AnyBuffer>()          // q_pe
+      .Arg<ffi::AnyBuffer>()          // ckv_cache
+      .Arg<ffi::AnyBuffer>()          // kpe_cache (or ckv_cache again)
+      .Arg<ffi::Buffer<ffi::S32>>()   // indices [B, s_q, topk]
+      .Arg<ffi::Buffer<ffi::S32>>()   // topk_lens [B], or empty
+      .Arg<ffi::Buffer<ffi::S32>>()   // options: traced options (mla_decode/params.h), or empty
+      .Attr<float>("scale")
+      .Attr<float>("kv_scale")
+      .Ret<ffi::AnyBuffer>()          // out
+      .Ret<ffi::Buffer<ffi::F32>>();  // lse
+}
+
+inline ffi::Error decode_mla_sparse(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, ffi::AnyBuffer ckv,
+                                    ffi::AnyBuffer kpe, ffi::Buffer<ffi::S32> indices,
+                                    ffi::Buffer<ffi::S32> topk_lens, ffi::Buffer<ffi::S32> options, float scale,
+                                    float kv_scale, ffi::Result<ffi::AnyBuffer>& out,
+                                    ffi::Result<ffi::Buffer<ffi::F32>>& lse, MlaSparseParams* p) {
+  JP_RETURN_IF_ERROR(decode_mla_queries_and_caches(q_nope, q_pe, ckv, kpe, options, scale, kv_scale, out, lse,
+                                                   &p->mla));
+  JP_RETURN_IF_ERROR(check_rank(indices.dimensions(), 3, "indices"));
+  JP_RETURN_IF_ERROR(check_dim(indices.dimensions()[0], p->mla.batch, "indices' batch"));
+  JP_RETURN_IF_ERROR(check_dim(indices.dimensions()[1], p->mla.s_q, "indices' s_q"));
+  p->topk = indices.dimensions()[2];
+  p->indices = indices.typed_data();
+  const int64_t lens = int64_t(topk_lens.element_count());
+  if (lens != 0) JP_RETURN_IF_ERROR(check_dim(lens, p->mla.batch, "topk_lens length"));
+  p->topk_lens = lens == 0 ? nullptr : topk_lens.typed_data();
+  return ffi::Error::Success();
+}
+
+}  // namespace jaxpaged

@@ -1,0 +1,78 @@
+// CPU handler for sparse (top-k) MLA decode: each query row attends the cache tokens its indices
+// name (float32 math; a duplicated index counts as often as it appears; an index outside the
+// cache is no key). There is no GPU kernel yet.
+#include <algorithm>
+#include <vector>
+
+#include "common/host_softmax.h"
+#include "mla_decode/host_tokens.h"
+#include "mla_sparse/ffi_binding.h"
+
+namespace jaxpaged {
+namespace {
+
+void mla_sparse_cpu(const MlaSparseParams& sp, Dtype dt, const MlaCacheFormat& format) {
+  constexpr int64_t DL = kMlaLatentDim, DR = kMlaRopeDim;
+  const MlaDecodeParams& p = sp.mla;
+  const int64_t tokens = p.num_pages * p.page_size;
+  const float scale = mla_scale(p);
+  HostSoftmax softmax(DL);
+  std::vector<float> latent, rope, qn(DL), qr(DR);
+  for (int64_t b = 0; b < p.batch; ++b) {
+    const int64_t count = sp.topk_lens ? std::clamp<int64_t>(sp.topk_lens[b], 0, sp.topk) : sp.topk;
+    for (int64_t i = 0; i < p.s_q; ++i) {
+      const int32_t* idx = sp.indices + (b * p.s_q + i) * sp.topk;
+      latent.clear();
+      rope.clear();
+      int64_t n = 0;
+      for (int64_t t = 0; t < count; ++t) {
+        const int64_t slot = idx[t];
+        if (slot < 0 || slot >= tokens) continue;  // no key
+        latent.resize((n + 1) * DL);
+        rope.resize((n + 1) * DR);
+        load_token(p, format, slot / p.page_size, slot % p.page_size, &latent[n * DL], &rope[n * DR]);
+        ++n;
+      }
+      for (int64_t h = 0; h < p.num_heads; ++h) {
+        const int64_t row = (b * p.s_q + i) * p.num_heads + h;
+        if (n == 0) {
+          softmax.empty_row(false, p.out, row, p.lse, dt);
+          continue;
+        }
+        for (int64_t d = 0; d < DL; ++d) qn[d] = load_float(p.q_nope, row * DL + d, dt);
+        for (int64_t d = 0; d < DR; ++d) qr[d] = load_float(p.q_pe, row * DR + d, dt);
+        const auto score = [&](int64_t j) {
+          float dot = 0.f;
+          for (int64_t d = 0; d < DL; ++d) dot += qn[d] * latent[j * DL + d];
+          for (int64_t d = 0; d < DR; ++d) dot += qr[d] * rope[j * DR + d];
+          return dot * scale;
+        };
+        softmax.row(n, score, latent.data(), p.out, row, p.lse, dt);
+      }
+    }
+  }
+}
+
+ffi::Error mla_sparse_cpu_impl(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, ffi::AnyBuffer ckv, ffi::AnyBuffer kpe,
+                               ffi::Buffer<ffi::S32> indices, ffi::Buffer<ffi::S32> topk_lens,
+                               ffi::Buffer<ffi::S32> options, float scale, float kv_scale,
+                               ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::Buffer<ffi::F32>> lse) {
+  MlaSparseParams p{};
+  JP_RETURN_IF_ERROR(decode_mla_sparse(q_nope, q_pe, ckv, kpe, indices, topk_lens, options, scale, kv_scale, out,
+                                       lse, &p));
+  Dtype dt;
+  MlaCacheFormat format;
+  if (!to_dtype(q_nope.element_type(), &dt) ||
+      !mla_cache_format(p.mla, ckv.element_type(), kpe.element_type(), &format)) {
+    return ffi::Error::InvalidArgument(
+        "jaxpaged: mla_decode_sparse supports float32, float16, bfloat16 (caches also fp8 or 656-byte rows)");
+  }
+  mla_sparse_cpu(p, dt, format);
+  return ffi::Error::Success();
+}
+
+}  // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(jaxpaged_mla_decode_sparse_cpu, mla_sparse_cpu_impl, mla_sparse_binding());
+
+}  // namespace jaxpaged

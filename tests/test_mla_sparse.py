@@ -1,0 +1,115 @@
+"""Sparse (top-k) MLA decode against the reference: every cache format, -1 padding, out-of-range
+and duplicate indices, NaN in the cache rows no index names, topk_lens, sinks, traced scale,
+vmap; equal to dense mla_decode when the indices list a sequence's tokens. No GPU kernel yet: on
+a GPU the call must fail with a clear error."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxpaged
+from jaxpaged import _fp8, reference
+from cases import ON_GPU, assert_close
+
+DTYPE = "bfloat16"
+PAGES, PAGE = 12, 16
+
+
+def _inputs(rng, batch, s_q, heads, topk, fmt="combined"):
+    """Queries, a cache whose rows not named by any index hold NaN, and indices mixing valid
+    slots, -1 padding, slots past the pool, int32 extremes and duplicates."""
+    tokens = PAGES * PAGE
+    qn = jnp.asarray(rng.standard_normal((batch, s_q, heads, 512)), DTYPE)
+    qp = jnp.asarray(rng.standard_normal((batch, s_q, heads, 64)), DTYPE)
+    used = rng.permutation(tokens)[: tokens * 3 // 4]
+    idx = rng.choice(used, (batch, s_q, topk)).astype(np.int64)  # duplicates likely
+    junk = np.array([-1, -1, tokens, tokens + 5, 2**31 - 1, -(2**31)], np.int64)
+    mask = rng.random(idx.shape) < 0.2
+    idx[mask] = rng.choice(junk, mask.sum())
+    idx[0, 0, :] = -1  # a row with no key
+    rows = rng.standard_normal((tokens, 576)).astype(np.float32) * 0.5
+    unused = np.setdiff1d(np.arange(tokens), used)
+    rows[unused] = np.nan  # must never reach an output
+    latent, rope = jnp.asarray(rows[:, :512]), jnp.asarray(rows[:, 512:])
+    shape = (PAGES, PAGE)
+    if fmt == "combined":
+        caches, kw = (jnp.asarray(rows, DTYPE).reshape(shape + (576,)), None), {}
+    elif fmt == "split":
+        caches, kw = (latent.astype(DTYPE).reshape(shape + (512,)), rope.astype(DTYPE).reshape(shape + (64,))), {}
+    elif fmt == "fp8":
+        caches, kw = (_fp8.quantize(jnp.asarray(rows), 0.01, jnp.float8_e4m3fn).reshape(shape + (576,)), None), \
+            dict(kv_scale=0.01)
+    else:  # DeepSeek-V3.2's 656-byte rows
+        caches, kw = (_fp8.pack_ds_rows(latent, rope).reshape(shape + (656,)), None), {}
+    return qn, qp, caches, jnp.asarray(idx.astype(np.int32)), kw
+
+
+def _check(out, lse, ref_out, ref_lse):
+    assert_close(out, ref_out, DTYPE)
+    assert_close(lse, ref_lse, DTYPE, "lse")
+
+
+@pytest.mark.parametrize("fmt", ["combined", "split", "fp8", "656"])
+@pytest.mark.parametrize("heads, s_q", [(16, 1), (64, 2), (128, 4)])
+def test_sparse_matches_reference(rng, fmt, heads, s_q):
+    qn, qp, (ckv, kpe), idx, kw = _inputs(rng, 3, s_q, heads, 128, fmt)
+    lens = jnp.array([128, 37, -4], jnp.int32)  # all, a prefix, none
+    f = jax.jit(functools.partial(jaxpaged.mla_decode_sparse, scale=0.07, topk_lens=lens, **kw))
+    if ON_GPU:
+        with pytest.raises(ValueError, match=r"no GPU kernel for sparse MLA decode yet"):
+            f(qn, qp, ckv, kpe, idx)
+        return
+    out, lse = f(qn, qp, ckv, kpe, idx)
+    ref_out, ref_lse = reference.mla_decode_sparse(qn, qp, ckv, kpe, idx, scale=0.07, topk_lens=lens, **kw)
+    _check(out, lse, ref_out, ref_lse)
+    assert np.isneginf(np.asarray(lse[2])).all() and not np.asarray(out[2], np.float32).any()
+    assert np.isneginf(np.asarray(lse[0, 0])).all()  # row (0, 0) has only -1 indices
+    assert np.isfinite(np.asarray(out, np.float32)).all()  # no NaN row leaked
+
+
+pytestmark = pytest.mark.skipif(ON_GPU, reason="no GPU kernel yet (test_sparse_matches_reference checks the error)")
+
+
+def test_sparse_equals_dense_over_a_block_table(rng):
+    qn, qp, (ckv, _), _, _ = _inputs(rng, 2, 2, 16, 8)
+    ckv = jnp.where(jnp.isnan(ckv), 0, ckv)  # dense reads every token below its length
+    table = jnp.asarray(rng.permutation(PAGES)[:8].reshape(2, 4), jnp.int32)
+    lens = jnp.array([50, 17], jnp.int32)
+    pos = jnp.arange(4 * PAGE)
+    slots = table[:, pos // PAGE] * PAGE + pos % PAGE  # [B, 64] token j of each sequence
+    idx = jnp.where(pos[None] < lens[:, None], slots, -1)[:, None, :].repeat(2, 1)
+    dense = jaxpaged.mla_decode(qn, qp, ckv, None, lens, table, scale=0.07)
+    sparse = jaxpaged.mla_decode_sparse(qn, qp, ckv, None, idx, scale=0.07)
+    for d, s in zip(dense, sparse):
+        np.testing.assert_allclose(np.asarray(d, np.float32), np.asarray(s, np.float32), rtol=1e-2, atol=1e-2)
+
+
+def test_sparse_sinks_traced_scale_and_vmap(rng):
+    qn, qp, (ckv, _), idx, _ = _inputs(rng, 2, 1, 16, 64)
+    sinks = jnp.asarray(rng.standard_normal(16), jnp.float32)
+    out, lse = jax.jit(lambda s: jaxpaged.mla_decode_sparse(qn, qp, ckv, None, idx, scale=s, sinks=sinks))(
+        jnp.float32(0.05))
+    _check(out, lse, *reference.mla_decode_sparse(qn, qp, ckv, None, idx, scale=0.05, sinks=sinks))
+    # Mapped caches: instance i's indices stay in its own cache; out-of-range ones stay no key.
+    caches = jnp.stack([ckv, ckv[::-1]])
+    idxs = jnp.stack([idx, idx[::-1]])
+    vout, vlse = jax.jit(jax.vmap(functools.partial(jaxpaged.mla_decode_sparse, qn, qp, scale=0.05),
+                                  in_axes=(0, None, 0)))(caches, None, idxs)
+    for i in range(2):
+        _check(vout[i], vlse[i], *reference.mla_decode_sparse(qn, qp, caches[i], None, idxs[i], scale=0.05))
+
+
+def test_sparse_errors_name_the_argument(rng):
+    qn, qp, (ckv, _), idx, _ = _inputs(rng, 2, 1, 16, 64)
+    call = functools.partial(jaxpaged.mla_decode_sparse, qn, qp, ckv, None, scale=0.1)
+    with pytest.raises(ValueError, match=r"^indices must have shape \[B, s_q, topk\]; got shape \(2, 64\)"):
+        call(idx[:, 0])
+    with pytest.raises(ValueError, match=r"^indices must be int32; got float32"):
+        call(idx.astype(jnp.float32))
+    with pytest.raises(ValueError, match=r"^topk_lens must have shape \[B\] = \(2,\); got \(3,\)"):
+        call(idx, topk_lens=jnp.zeros(3, jnp.int32))
+    with pytest.raises(ValueError, match=r"^scale is required for mla_decode_sparse"):
+        jaxpaged.mla_decode_sparse(qn, qp, ckv, None, idx, scale=None)

@@ -44,8 +44,19 @@ def _write_flat(k, v, k_new, v_new, slots, *, unique, **fp8):
     return tuple(out)
 
 
+def _write_rows_kernel(*args, **kw):
+    """write_kv through the jaxpaged_write_rows FFI kernel (JAXPAGED_WRITE_IMPL=rows)."""
+    from jaxpaged import cache_write
+    saved, cache_write.WRITE_IMPL = cache_write.WRITE_IMPL, "rows"
+    try:
+        return jaxpaged.write_kv(*args, **kw)
+    finally:
+        cache_write.WRITE_IMPL = saved
+
+
 VARIANTS = {
     "write_kv": jaxpaged.write_kv,
+    "rows_kernel": _write_rows_kernel,
     "flat": lambda *a, **kw: _write_flat(*a, unique=False, **kw),
     "flat_unique": lambda *a, **kw: _write_flat(*a, unique=True, **kw),
 }

@@ -1,13 +1,20 @@
 """write_kv / write_mla_kv: new tokens' keys and values into their cache slots.
 
-One XLA scatter per cache, with out-of-range slots dropped: jittable, command-buffer safe, and in
-place when the caller donates the caches (jax.jit(..., donate_argnums=...), or caches carried
-through a lax.scan / while loop), so its cost follows the tokens written, not the cache size.
-Writing into an fp8 cache quantizes (jaxpaged/_fp8.py defines the formats).
+The new values are first cast, quantized (fp8; jaxpaged/_fp8.py defines the formats) or packed
+(656-byte rows) into the cache's element type; then one write per cache puts each token's rows at
+its slot, skipping out-of-range slots: jittable, command-buffer safe, and in place when the caller
+donates the caches (jax.jit(..., donate_argnums=...), or caches carried through a lax.scan / while
+loop), so its cost follows the tokens written, not the cache size. The write is one of
+- "scatter" (the default): an XLA scatter, on every platform;
+- "rows": the jaxpaged_write_rows FFI kernel (src/write_rows/), the cache passed through by
+  input/output aliasing; opt-in (JAXPAGED_WRITE_IMPL=rows) until its speed is measured on a GPU.
 """
 
 from __future__ import annotations
 
+import os
+
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -18,14 +25,30 @@ LATENT_DIM, ROPE_DIM = 512, 64
 _CACHE_DTYPES = _checks.FLOAT_DTYPES + _fp8.FP8_DTYPES
 
 
-def _slots(slot_mapping, num_new: int, num_pages: int, page_size: int):
-    """(page, offset) per new token; a slot outside [0, num_pages * page_size) gets page num_pages,
-    which the scatter drops (a negative index would wrap around instead)."""
+WRITE_IMPL = os.environ.get("JAXPAGED_WRITE_IMPL", "scatter")  # "scatter" or "rows" (read per call)
+
+
+def _writer(slot_mapping, num_new: int, num_pages: int, page_size: int, hnd: bool = False):
+    """put(cache, rows): the cache with rows (its dtype; [N, ...] shaped like one slot's contents)
+    at their slots, those outside [0, num_pages * page_size) skipped. hnd: a [P, Hkv, page, D] cache."""
     slots = _checks.index_array("slot_mapping", slot_mapping, out_of_range=-1)
     if slots.shape != (num_new,):
         raise ValueError(f"slot_mapping must have shape [N] = ({num_new},); got {slots.shape}")
+    if WRITE_IMPL == "rows":
+        def put(cache, rows):
+            four = cache if cache.ndim == 4 else cache.reshape(cache.shape[:2] + (1,) + cache.shape[2:])
+            rows = rows if rows.ndim == 3 else rows[:, None]
+            call = jax.ffi.ffi_call("jaxpaged_write_rows", jax.ShapeDtypeStruct(four.shape, four.dtype),
+                                    input_output_aliases={0: 0}, vmap_method="sequential")
+            return call(four, rows, slots, layout=np.int32(hnd)).reshape(cache.shape)
+        return put
+    # XLA scatter: an invalid slot gets page num_pages, which mode="drop" skips (a negative index
+    # would wrap around instead).
     valid = (slots >= 0) & (slots < num_pages * page_size)
-    return jnp.where(valid, slots // page_size, num_pages), jnp.where(valid, slots % page_size, 0)
+    page, offset = jnp.where(valid, slots // page_size, num_pages), jnp.where(valid, slots % page_size, 0)
+    if hnd:
+        return lambda cache, rows: cache.at[page, :, offset].set(rows, mode="drop")
+    return lambda cache, rows: cache.at[page, offset].set(rows, mode="drop")
 
 
 def _check_cache(name: str, cache, rank: int, expected: str):
@@ -88,13 +111,9 @@ def write_kv(k_cache, v_cache, k_new, v_new, slot_mapping, *, k_scale=None, v_sc
     num_new = jnp.shape(k_new)[0] if jnp.ndim(k_new) else 0
     k_new = _check_new("k_new", k_new, (num_new, num_kv_heads, head_dim), "[N, Hkv, D]")
     v_new = _check_new("v_new", v_new, (num_new, num_kv_heads, head_dim), "[N, Hkv, D]")
-    page, offset = _slots(slot_mapping, num_new, num_pages, page_size)
+    put = _writer(slot_mapping, num_new, num_pages, page_size, hnd=kv_layout == "HND")
     k_new = _stored("k_new", k_new, k_cache.dtype, k_scale, "k_scale")
     v_new = _stored("v_new", v_new, v_cache.dtype, v_scale, "v_scale")
-    if kv_layout == "NHD":
-        put = lambda cache, x: cache.at[page, offset].set(x, mode="drop")  # noqa: E731
-    else:
-        put = lambda cache, x: cache.at[page, :, offset].set(x, mode="drop")  # noqa: E731
     return put(k_cache, k_new), put(v_cache, v_new)
 
 
@@ -120,8 +139,7 @@ def write_mla_kv(ckv_cache, kpe_cache, ckv_new, kpe_new, slot_mapping, *, kv_sca
     num_new = jnp.shape(ckv_new)[0] if jnp.ndim(ckv_new) else 0
     ckv_new = _check_new("ckv_new", ckv_new, (num_new, LATENT_DIM), "[N, 512]")
     kpe_new = _check_new("kpe_new", kpe_new, (num_new, ROPE_DIM), "[N, 64]")
-    page, offset = _slots(slot_mapping, num_new, num_pages, page_size)
-    put = lambda cache, x: cache.at[page, offset].set(x, mode="drop")  # noqa: E731
+    put = _writer(slot_mapping, num_new, num_pages, page_size)
     if kpe_cache is not None:
         if width != LATENT_DIM:
             raise ValueError(f"ckv_cache must be [P, page_size, 512] with a kpe_cache; got {ckv_cache.shape}")

@@ -15,9 +15,11 @@ extern "C" {
 XLA_FFI_Error* jaxpaged_paged_attention_cpu(XLA_FFI_CallFrame*);
 XLA_FFI_Error* jaxpaged_mla_decode_cpu(XLA_FFI_CallFrame*);
 XLA_FFI_Error* jaxpaged_mla_decode_sparse_cpu(XLA_FFI_CallFrame*);  // no GPU kernel yet
+XLA_FFI_Error* jaxpaged_write_rows_cpu(XLA_FFI_CallFrame*);
 #ifdef JAXPAGED_WITH_GPU
 XLA_FFI_Error* jaxpaged_paged_attention_gpu(XLA_FFI_CallFrame*);
 XLA_FFI_Error* jaxpaged_mla_decode_gpu(XLA_FFI_CallFrame*);
+XLA_FFI_Error* jaxpaged_write_rows_gpu(XLA_FFI_CallFrame*);
 #endif
 }
 
@@ -69,12 +71,14 @@ NB_MODULE(_jaxpaged, m) {
     cpu["jaxpaged_paged_attention"] = as_capsule(jaxpaged_paged_attention_cpu);
     cpu["jaxpaged_mla_decode"] = as_capsule(jaxpaged_mla_decode_cpu);
     cpu["jaxpaged_mla_decode_sparse"] = as_capsule(jaxpaged_mla_decode_sparse_cpu);
+    cpu["jaxpaged_write_rows"] = as_capsule(jaxpaged_write_rows_cpu);
     nb::dict out;
     out["cpu"] = cpu;
 #ifdef JAXPAGED_WITH_GPU
     nb::dict gpu;
     gpu["jaxpaged_paged_attention"] = as_capsule(jaxpaged_paged_attention_gpu);
     gpu["jaxpaged_mla_decode"] = as_capsule(jaxpaged_mla_decode_gpu);
+    gpu["jaxpaged_write_rows"] = as_capsule(jaxpaged_write_rows_gpu);
     out[JAXPAGED_GPU_PLATFORM] = gpu;
 #endif
     return out;

@@ -1,5 +1,6 @@
 """write_kv / write_mla_kv against the reference: every cache layout and format, skipped slots,
-duplicates, quantization (saturation, NaN, the 656-byte rows' bytes), in-place under donation."""
+duplicates, quantization (saturation, NaN, the 656-byte rows' bytes), in-place under donation;
+each with both implementations of the write (XLA scatter, the write_rows FFI kernel)."""
 
 import jax
 import jax.numpy as jnp
@@ -10,6 +11,13 @@ import jaxpaged
 from jaxpaged import _fp8, reference
 
 P, PAGE, HKV, D = 6, 16, 2, 64
+
+
+@pytest.fixture(autouse=True, params=["scatter", "rows"])
+def write_impl(request, monkeypatch):
+    """Every test runs with both writes: the XLA scatter and the jaxpaged_write_rows kernel."""
+    monkeypatch.setattr(jaxpaged.cache_write, "WRITE_IMPL", request.param)
+    return request.param
 CACHE_DTYPES = ["bfloat16", "float32", "float8_e4m3fn", "float8_e5m2"]
 
 
@@ -37,7 +45,9 @@ def test_write_kv_matches_reference(rng, dtype, kv_layout):
     v_new = jnp.asarray(rng.standard_normal((len(slots), HKV, D)), jnp.bfloat16)
     scales = dict(k_scale=0.5, v_scale=jnp.float32(0.02)) if "float8" in dtype else {}
     f = jax.jit(lambda *a: jaxpaged.write_kv(*a, kv_layout=kv_layout, **scales))
+    k_before = _bits(k).copy()
     got = f(k, v, k_new, v_new, slots)
+    np.testing.assert_array_equal(_bits(k), k_before)  # not donated: the input cache is untouched
     want = reference.write_kv(k, v, k_new, v_new, jnp.asarray(slots), kv_layout=kv_layout, **scales)
     for g, w, old in zip(got, want, (k, v)):
         assert g.dtype == old.dtype and g.shape == old.shape

@@ -104,17 +104,7 @@ class _MlaDecode(_spec.OpSpec):
         """Factors: b sequences, h query heads; the caches and tables' page axis stay whole (every
         device reads the one latent KV head in full)."""
         rule = "b q h l, b q h r, p s w, p s v, b, b m, o -> b q h l, b q h"
-        batch, _, num_heads, _ = avals_in[0].shape
-
-        def plan(spec_of, fits):
-            seqs, heads = spec_of(0, 0), spec_of(0, 2)
-            if seqs is not None and not fits(seqs, batch):
-                seqs = None
-            if heads is not None and (heads == seqs or not fits(heads, num_heads)):
-                heads = None
-            q_spec = (seqs, None, heads, None)
-            ins = [q_spec, q_spec, (None, None, None), (None, None, None), (seqs,), (seqs, None), (None,)]
-            return ins, [q_spec, (seqs, None, heads)]
+        plan = sequences_and_heads_plan(avals_in[0].shape, lambda seqs: [(seqs,), (seqs, None), (None,)])
         return rule, {}, ["q", "l", "r", "p", "s", "w", "v", "m", "o"], plan
 
 
@@ -153,6 +143,24 @@ def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, sca
     out, lse = mla_decode_p.bind(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, options,
                                  causal=bool(causal), **attrs)
     return (out, lse) if sinks is None else (_sinks.apply_sinks(out, lse, sinks), lse)
+
+
+def sequences_and_heads_plan(q_shape, rest):
+    """The sharding plan of an MLA op: sequences and query heads as the partitioner proposes them
+    for q_nope (when they split evenly and differ), the caches whole; rest(seqs) gives the specs of
+    the operands after the caches."""
+    batch, _, num_heads, _ = q_shape
+
+    def plan(spec_of, fits):
+        seqs, heads = spec_of(0, 0), spec_of(0, 2)
+        if seqs is not None and not fits(seqs, batch):
+            seqs = None
+        if heads is not None and (heads == seqs or not fits(heads, num_heads)):
+            heads = None
+        q_spec = (seqs, None, heads, None)
+        cache = (None, None, None)
+        return [q_spec, q_spec, cache, cache, *rest(seqs)], [q_spec, (seqs, None, heads)]
+    return plan
 
 
 def prepare(q_nope, ckv_cache, kpe_cache, scale, kv_scale, sinks, op: str):

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxpaged import _checks, _sinks, _spec
-from jaxpaged.mla_decode import OPTION_WORDS, check_queries_and_caches, prepare
+from jaxpaged.mla_decode import OPTION_WORDS, check_queries_and_caches, prepare, sequences_and_heads_plan
 
 
 class _MlaDecodeSparse(_spec.OpSpec):
@@ -67,18 +67,8 @@ class _MlaDecodeSparse(_spec.OpSpec):
         """Factors: b sequences, h query heads (as mla_decode); the caches stay whole."""
         lens = "b" if avals_in[5].shape != _checks.NO_OPTIONS_SHAPE else "t"
         rule = f"b q h l, b q h r, p s w, p s v, b q k, {lens}, o -> b q h l, b q h"
-        batch, _, num_heads, _ = avals_in[0].shape
-
-        def plan(spec_of, fits):
-            seqs, heads = spec_of(0, 0), spec_of(0, 2)
-            if seqs is not None and not fits(seqs, batch):
-                seqs = None
-            if heads is not None and (heads == seqs or not fits(heads, num_heads)):
-                heads = None
-            q_spec = (seqs, None, heads, None)
-            cache = (None, None, None)
-            ins = [q_spec, q_spec, cache, cache, (seqs, None, None), (seqs if lens == "b" else None,), (None,)]
-            return ins, [q_spec, (seqs, None, heads)]
+        plan = sequences_and_heads_plan(
+            avals_in[0].shape, lambda seqs: [(seqs, None, None), (seqs if lens == "b" else None,), (None,)])
         whole = ["q", "l", "r", "p", "s", "w", "v", "k", "o"] + (["t"] if lens == "t" else [])
         return rule, {}, whole, plan
 

@@ -15,7 +15,7 @@ void mla_decode_cpu(const MlaDecodeParams& p, Dtype dt, const MlaCacheFormat& fo
   const int64_t capacity = p.max_pages * p.page_size;
   const float scale = mla_scale(p);  // host memory here, traced or not
   HostSoftmax softmax(DL);
-  std::vector<float> latent, rope, qn(DL), qr(DR);
+  std::vector<float> latent, rope;
 
   for (int64_t b = 0; b < p.batch; ++b) {
     const int64_t kv_len = clamp_kv_len(p.kv_lens[b], capacity);
@@ -32,22 +32,7 @@ void mla_decode_cpu(const MlaDecodeParams& p, Dtype dt, const MlaCacheFormat& fo
       // Non-causal rows see the whole cache; causal query i sees keys j <= kv_len - s_q + i.
       const KeyRange r = p.causal ? visible_keys(kv_len, p.s_q, i, 0) : KeyRange{0, kv_len};
       const int64_t n = r.empty() ? 0 : r.end;
-      for (int64_t h = 0; h < p.num_heads; ++h) {
-        const int64_t row = (b * p.s_q + i) * p.num_heads + h;
-        if (bad_page || n == 0) {
-          softmax.empty_row(bad_page, p.out, row, p.lse, dt);
-          continue;
-        }
-        for (int64_t d = 0; d < DL; ++d) qn[d] = load_float(p.q_nope, row * DL + d, dt);
-        for (int64_t d = 0; d < DR; ++d) qr[d] = load_float(p.q_pe, row * DR + d, dt);
-        const auto score = [&](int64_t j) {
-          float dot = 0.f;
-          for (int64_t d = 0; d < DL; ++d) dot += qn[d] * latent[j * DL + d];
-          for (int64_t d = 0; d < DR; ++d) dot += qr[d] * rope[j * DR + d];
-          return dot * scale;
-        };
-        softmax.row(n, score, latent.data(), p.out, row, p.lse, dt);
-      }
+      mla_attend_heads(p, dt, b * p.s_q + i, n, bad_page, latent.data(), rope.data(), scale, softmax);
     }
   }
 }

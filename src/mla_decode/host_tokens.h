@@ -4,7 +4,10 @@
 
 #include <cstring>
 
+#include <vector>
+
 #include "common/ffi_helpers.h"
+#include "common/host_softmax.h"
 #include "mla_decode/params.h"
 
 namespace jaxpaged {
@@ -32,6 +35,31 @@ inline void load_token(const MlaDecodeParams& p, const MlaCacheFormat& f, int64_
     latent[d] = load_float(p.ckv, page * p.ckv_page_stride + slot * p.ckv_slot_stride + d, f.ckv) * ckv_mul;
   for (int64_t d = 0; d < DR; ++d)
     rope[d] = load_float(p.kpe, page * p.kpe_page_stride + slot * p.kpe_slot_stride + d, f.kpe) * kpe_mul;
+}
+
+// Every head of query `query` (= b * s_q + i) over the n gathered tokens (latent [n, 512], rope
+// [n, 64]): float32 scores, softmax, and the latent as the value. No key: output 0 and lse -inf;
+// bad: NaN.
+inline void mla_attend_heads(const MlaDecodeParams& p, Dtype dt, int64_t query, int64_t n, bool bad,
+                             const float* latent, const float* rope, float scale, HostSoftmax& softmax) {
+  constexpr int64_t DL = kMlaLatentDim, DR = kMlaRopeDim;
+  std::vector<float> qn(DL), qr(DR);
+  for (int64_t h = 0; h < p.num_heads; ++h) {
+    const int64_t row = query * p.num_heads + h;
+    if (bad || n == 0) {
+      softmax.empty_row(bad, p.out, row, p.lse, dt);
+      continue;
+    }
+    for (int64_t d = 0; d < DL; ++d) qn[d] = load_float(p.q_nope, row * DL + d, dt);
+    for (int64_t d = 0; d < DR; ++d) qr[d] = load_float(p.q_pe, row * DR + d, dt);
+    const auto score = [&](int64_t j) {
+      float dot = 0.f;
+      for (int64_t d = 0; d < DL; ++d) dot += qn[d] * latent[j * DL + d];
+      for (int64_t d = 0; d < DR; ++d) dot += qr[d] * rope[j * DR + d];
+      return dot * scale;
+    };
+    softmax.row(n, score, latent, p.out, row, p.lse, dt);
+  }
 }
 
 // The caches' format of a decoded call, or false if a dtype has no CPU reader.

@@ -17,7 +17,7 @@ void mla_sparse_cpu(const MlaSparseParams& sp, Dtype dt, const MlaCacheFormat& f
   const int64_t tokens = p.num_pages * p.page_size;
   const float scale = mla_scale(p);
   HostSoftmax softmax(DL);
-  std::vector<float> latent, rope, qn(DL), qr(DR);
+  std::vector<float> latent, rope;
   for (int64_t b = 0; b < p.batch; ++b) {
     const int64_t count = sp.topk_lens ? std::clamp<int64_t>(sp.topk_lens[b], 0, sp.topk) : sp.topk;
     for (int64_t i = 0; i < p.s_q; ++i) {
@@ -33,22 +33,7 @@ void mla_sparse_cpu(const MlaSparseParams& sp, Dtype dt, const MlaCacheFormat& f
         load_token(p, format, slot / p.page_size, slot % p.page_size, &latent[n * DL], &rope[n * DR]);
         ++n;
       }
-      for (int64_t h = 0; h < p.num_heads; ++h) {
-        const int64_t row = (b * p.s_q + i) * p.num_heads + h;
-        if (n == 0) {
-          softmax.empty_row(false, p.out, row, p.lse, dt);
-          continue;
-        }
-        for (int64_t d = 0; d < DL; ++d) qn[d] = load_float(p.q_nope, row * DL + d, dt);
-        for (int64_t d = 0; d < DR; ++d) qr[d] = load_float(p.q_pe, row * DR + d, dt);
-        const auto score = [&](int64_t j) {
-          float dot = 0.f;
-          for (int64_t d = 0; d < DL; ++d) dot += qn[d] * latent[j * DL + d];
-          for (int64_t d = 0; d < DR; ++d) dot += qr[d] * rope[j * DR + d];
-          return dot * scale;
-        };
-        softmax.row(n, score, latent.data(), p.out, row, p.lse, dt);
-      }
+      mla_attend_heads(p, dt, b * p.s_q + i, n, false, latent.data(), rope.data(), scale, softmax);
     }
   }
 }

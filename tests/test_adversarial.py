@@ -1,7 +1,9 @@
 """Randomized adversarial inputs (fixed seeds, 100 cases per op), every output and lse equal to the
 reference, NaN pattern included: random ragged mixes, decreasing or out-of-range cu_q_lens,
 lengths negative or past the table, junk and out-of-range page ids (also among the pages read),
-NaN in every cache row no sequence owns, and vmap over stacked caches. On the GPU, the paged seeds
+NaN in every cache row no sequence owns, and vmap over stacked caches; also sinks (with -inf and
++inf), options as traced values, the quantized MLA caches (CPU) and sparse MLA (CPU), drawn from a
+second stream per seed so the original cases stay as they were. On the GPU, the paged seeds
 where the tile kernel's whole-tile NaN (a known gap, tile_wide_nan_rows) differs from the
 reference are strict xfails: they start to XPASS, and must be unmarked, once the kernel is exact."""
 
@@ -13,7 +15,7 @@ import numpy as np
 import pytest
 
 import jaxpaged
-from jaxpaged import _inputs, reference
+from jaxpaged import _fp8, _inputs, reference
 from cases import DTYPES, ON_GPU, assert_close
 
 DTYPE = DTYPES[0]
@@ -107,17 +109,38 @@ def tile_wide_nan_rows(q, k_cache, kv_lens, block_tables, cu_q_lens, kv_layout="
     return nan
 
 
+def extras(seed, num_heads):
+    """Sinks (or None) and whether options go in traced, from a stream of their own."""
+    rng = np.random.default_rng(20_000 + seed)
+    sinks = None
+    if rng.random() < 0.3:
+        sinks = rng.standard_normal(num_heads).astype(np.float32) * 3
+        sinks[rng.integers(num_heads)] = rng.choice([-np.inf, np.inf])
+        sinks = jnp.asarray(sinks)
+    return sinks, bool(rng.random() < 0.3), rng
+
+
+def split_traced(options, traced):
+    """(static options, traced options): the numeric ones go in as jit arguments when traced."""
+    if not traced:
+        return options, {}
+    numeric = {k: jnp.asarray(v) for k, v in options.items() if k in ("soft_cap", "sliding_window", "scale")}
+    return {k: v for k, v in options.items() if k not in numeric}, numeric
+
+
 @pytest.mark.parametrize("seed", range(CASES))
 def test_paged_attention_adversarial(seed, request):
     args, options = paged_case(seed)
     if args[-1] is None:
         args = args[:-1]
-    ref_out, ref_lse = reference.paged_attention(*args, return_lse=True, **options)
+    sinks, traced, _ = extras(seed, args[0].shape[1])
+    ref_out, ref_lse = reference.paged_attention(*args, return_lse=True, sinks=sinks, **options)
     if ON_GPU and not np.array_equal(tile_wide_nan_rows(*args[:2], *args[3:5], args[5] if len(args) > 5 else None,
                                                         **options), np.isnan(np.asarray(ref_lse)).all(1)):
         request.applymarker(pytest.mark.xfail(strict=True, reason="GPU tile kernel: NaN on a whole tile"))
-    op = jax.jit(functools.partial(jaxpaged.paged_attention, return_lse=True, **options))
-    out, lse = op(*args)
+    static, dynamic = split_traced(options, traced)
+    op = jax.jit(lambda *a, **kw: jaxpaged.paged_attention(*a, return_lse=True, sinks=sinks, **static, **kw))
+    out, lse = op(*args, **dynamic)
     assert_close(out, ref_out, DTYPE, "out")
     assert_close(lse, ref_lse, DTYPE, "lse")
 
@@ -145,12 +168,28 @@ def mla_case(seed):
     return (q_nope, q_pe, ckv, kpe, jnp.asarray(kv_lens, jnp.int32), jnp.asarray(table)), causal
 
 
+def quantized_mla(rng, ckv, kpe):
+    """On CPU, sometimes the same cache in a quantized format: (ckv, kpe, kwargs)."""
+    kind = rng.integers(4) if not ON_GPU else 0
+    if kind == 1:  # fp8 combined (or fp8 latent + 16-bit rope)
+        return _fp8.quantize(ckv, 0.02, jnp.float8_e4m3fn), kpe, dict(kv_scale=0.02)
+    if kind == 2 and kpe is None:  # DeepSeek-V3.2's 656-byte rows
+        return _fp8.pack_ds_rows(ckv[..., :512], ckv[..., 512:]), None, {}
+    return ckv, kpe, {}
+
+
 @pytest.mark.parametrize("seed", range(CASES))
 def test_mla_decode_adversarial(seed):
     args, causal = mla_case(seed)
-    op = jax.jit(functools.partial(jaxpaged.mla_decode, scale=0.07, causal=causal))
-    out, lse = op(*args)
-    ref_out, ref_lse = reference.mla_decode(*args, scale=0.07, causal=causal)
+    sinks, traced, rng = extras(seed, args[0].shape[2])
+    ckv, kpe, fmt = quantized_mla(rng, args[2], args[3])
+    args = (*args[:2], ckv, kpe, *args[4:])
+    call = functools.partial(jaxpaged.mla_decode, causal=causal, sinks=sinks, **fmt)
+    if traced:
+        out, lse = jax.jit(lambda *a, s: call(*a, scale=s))(*args, s=jnp.float32(0.07))
+    else:
+        out, lse = jax.jit(functools.partial(call, scale=0.07))(*args)
+    ref_out, ref_lse = reference.mla_decode(*args, scale=0.07, causal=causal, sinks=sinks, **fmt)
     assert_close(out, ref_out, DTYPE, "out")
     assert_close(lse, ref_lse, DTYPE, "lse")
 
@@ -193,3 +232,38 @@ def test_mla_vmap_keeps_each_instances_bad_ids_its_own(seed):
         assert_close(out[i], ref_out, DTYPE, "out")
         assert_close(lse[i], ref_lse, DTYPE, "lse")
     assert bool(jnp.isnan(lse[0]).all())
+
+
+def sparse_case(seed):
+    """Sparse MLA: indices into a poisoned pool mixing valid slots, duplicates, -1 padding,
+    slots past the pool and int32 extremes; random topk_lens (negative, past topk) or none."""
+    rng = np.random.default_rng(30_000 + seed)
+    num_heads, s_q = int(rng.choice([16, 64])), int(rng.integers(1, 4))
+    page_size, B, topk = int(rng.choice([1, 16, 64])), 3, int(rng.choice([64, 128]))
+    num_pages = max(2, 256 // page_size)
+    tokens = num_pages * page_size
+    used = rng.permutation(tokens)[: tokens // 2]
+    rows = rng.standard_normal((tokens, 576)).astype(np.float32)
+    rows[np.setdiff1d(np.arange(tokens), used)] = np.nan
+    idx = rng.choice(used, (B, s_q, topk)).astype(np.int64)
+    bad = rng.random(idx.shape) < rng.choice([0.0, 0.2, 0.9])
+    idx[bad] = rng.choice([-1, -1, tokens, 2**31 - 1, -(2**31)], bad.sum())
+    lens = None if rng.random() < 0.5 else jnp.asarray(rng.integers(-3, topk + 5, B), jnp.int32)
+    to = lambda x: jnp.asarray(x, DTYPE)  # noqa: E731
+    cache = rows.reshape(num_pages, page_size, 576)
+    ckv, kpe = (to(cache), None) if rng.random() < 0.5 else (to(cache[..., :512]), to(cache[..., 512:]))
+    ckv, kpe, fmt = quantized_mla(rng, ckv, kpe)
+    q_nope = to(rng.standard_normal((B, s_q, num_heads, 512)))
+    q_pe = to(rng.standard_normal((B, s_q, num_heads, 64)))
+    return (q_nope, q_pe, ckv, kpe, jnp.asarray(idx.astype(np.int32))), dict(topk_lens=lens, **fmt)
+
+
+@pytest.mark.skipif(ON_GPU, reason="sparse MLA has no GPU kernel yet (tests/test_mla_sparse.py checks the error)")
+@pytest.mark.parametrize("seed", range(CASES))
+def test_mla_decode_sparse_adversarial(seed):
+    args, kw = sparse_case(seed)
+    sinks, _, _ = extras(seed, args[0].shape[2])
+    out, lse = jax.jit(functools.partial(jaxpaged.mla_decode_sparse, scale=0.07, sinks=sinks, **kw))(*args)
+    ref_out, ref_lse = reference.mla_decode_sparse(*args, scale=0.07, sinks=sinks, **kw)
+    assert_close(out, ref_out, DTYPE, "out")
+    assert_close(lse, ref_lse, DTYPE, "lse")

@@ -30,8 +30,8 @@ OPTION_WORDS = 5  # traced options: scale, soft_cap (float32 bits), sliding_wind
 
 
 class _PagedAttention(_spec.OpSpec):
-    """Operands: q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens (pure decode gets
-    arange(S + 1)), options (int32 [5] when any option is traced, read by the kernels from the
+    """Operands: q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens (empty for pure decode,
+    whose row t is sequence t), options (int32 [5] when any option is traced, read by the kernels from the
     device; else [0]). Params: scale, soft_cap (0: none), sliding_window (0: none), k_scale,
     v_scale (fp8 caches) - ignored when options has words -, kv_layout (0: NHD, 1: HND),
     decode_only. Results: out, lse."""
@@ -68,7 +68,8 @@ class _PagedAttention(_spec.OpSpec):
             raise ValueError(f"block_tables must have shape [S, max_pages]; got shape {block_tables.shape}")
         _checks.check_int32("block_tables", block_tables, (num_seqs, block_tables.shape[1]), "[S, max_pages]")
         _checks.check_key_positions("block_tables", block_tables.shape[1], page_size)
-        _checks.check_int32("cu_q_lens", cu_q_lens, (num_seqs + 1,), "[S + 1]")
+        _checks.check_int32("cu_q_lens", cu_q_lens, (0,) if decode_only else (num_seqs + 1,),
+                            "[0] (pure decode)" if decode_only else "[S + 1]")
         _checks.check_options(options, OPTION_WORDS)
         if decode_only and num_tokens != num_seqs:
             raise ValueError(f"q: without cu_q_lens (pure decode) q must have one row per sequence: "
@@ -113,7 +114,7 @@ class _PagedAttention(_spec.OpSpec):
             block_tables = jnp.pad(block_tables, ((0, 0), (0, 1), (0, 0)))
             num_seqs += 1
         else:
-            cu_q_lens = jnp.arange(n * num_seqs + 1, dtype=jnp.int32)
+            cu_q_lens = _no_cu_q_lens()
         out, lse = self.primitive.bind(
             q.reshape((n * num_tokens,) + q.shape[2:]), k_cache, v_cache, kv_lens.reshape(-1),
             block_tables.reshape(n * num_seqs, -1), cu_q_lens, options, decode_only=decode_only,
@@ -147,13 +148,11 @@ class _PagedAttention(_spec.OpSpec):
             return ins, [(seqs, heads, None), (seqs, heads)]
         return rule, {"g": group}, whole, plan
 
-    def local_operands(self, operands, params):
-        """Pure decode ignores the values of cu_q_lens but checks its shape [S + 1]: a device
-        holding S / n sequences gets the first S / n + 1 entries of the (whole) array."""
-        if params.get("decode_only"):
-            q, k, v, kv_lens, tables, cu, options = operands
-            return (q, k, v, kv_lens, tables, cu[:kv_lens.shape[0] + 1], options)
-        return operands
+
+
+def _no_cu_q_lens():
+    """Pure decode's cu_q_lens operand: empty (an arange would cost a kernel launch per call)."""
+    return jnp.zeros((0,), jnp.int32)
 
 
 paged_attention_p = _spec.define(_PagedAttention())
@@ -210,7 +209,7 @@ def paged_attention(q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens=None, 
     block_tables = _checks.index_array("block_tables", block_tables, out_of_range=-1)
     decode_only = cu_q_lens is None
     if decode_only:
-        cu_q_lens = jnp.arange(jnp.shape(kv_lens)[0] + 1, dtype=jnp.int32)
+        cu_q_lens = _no_cu_q_lens()
     else:
         # The one rule for cu_q_lens (jaxpaged.reference states it too): clamped to [0, T], then
         # made non-decreasing; a decreasing entry gives an empty sequence.

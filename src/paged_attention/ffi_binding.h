@@ -70,7 +70,8 @@ inline ffi::Error decode_paged_attention(
     return ffi::Error::InvalidArgument("jaxpaged: num_q_heads must be a multiple of num_kv_heads");
   }
   JP_RETURN_IF_ERROR(check_dim(block_tables.dimensions()[0], p->num_seqs, "block_tables rows"));
-  JP_RETURN_IF_ERROR(check_dim(cu_q_lens.dimensions()[0], p->num_seqs + 1, "cu_q_lens length"));
+  // Pure decode reads no cu_q_lens (row t is sequence t): the operand is then empty.
+  JP_RETURN_IF_ERROR(check_dim(cu_q_lens.dimensions()[0], decode_only ? 0 : p->num_seqs + 1, "cu_q_lens length"));
   if (decode_only) JP_RETURN_IF_ERROR(check_dim(p->num_tokens, p->num_seqs, "decode num_tokens"));
   JP_RETURN_IF_ERROR(check_rank(out->dimensions(), 3, "out"));
   for (size_t i = 0; i < 3; ++i) JP_RETURN_IF_ERROR(check_dim(out->dimensions()[i], qd[i], "an out dimension"));

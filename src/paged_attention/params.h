@@ -14,7 +14,7 @@ struct PagedAttentionParams {
   const void* v_cache;          // same layout and dtype as k_cache
   const int32_t* kv_lens;       // [num_seqs]
   const int32_t* block_tables;  // [num_seqs, max_pages]
-  const int32_t* cu_q_lens;     // [num_seqs + 1]
+  const int32_t* cu_q_lens;     // [num_seqs + 1]; unread (and empty) when decode_only
   void* out;                    // [num_tokens, num_q_heads, head_dim], q's dtype
   float* lse;                   // [num_tokens, num_q_heads]
 

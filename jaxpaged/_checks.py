@@ -105,11 +105,11 @@ def option_words(*values):
     return jnp.stack(words)
 
 
-NO_OPTIONS_SHAPE = (0,)  # the options operand when every option is static (attributes hold them)
+EMPTY_OPERAND = (0,)  # an optional operand left out: options all static, no topk_lens, no cu_q_lens
 
 
 def check_options(aval, words: int) -> None:
-    if aval.dtype != INT32 or aval.shape not in (NO_OPTIONS_SHAPE, (words,)):
+    if aval.dtype != INT32 or aval.shape not in (EMPTY_OPERAND, (words,)):
         raise ValueError(f"options must be int32 [0] or [{words}]; got {aval.dtype} {aval.shape}")
 
 

@@ -187,4 +187,4 @@ def prepare(q_nope, ckv_cache, kpe_cache, scale, kv_scale, sinks, op: str):
         sinks = _sinks.check_sinks(sinks, jnp.shape(q_nope)[2] if jnp.ndim(q_nope) == 4 else -1)
     if traced:  # the attributes are then unused
         return kpe_cache, _checks.option_words(scale, kv_scale), dict(scale=0.0, kv_scale=0.0), sinks
-    return kpe_cache, jnp.zeros(_checks.NO_OPTIONS_SHAPE, jnp.int32), dict(scale=scale, kv_scale=kv_scale), sinks
+    return kpe_cache, jnp.zeros(_checks.EMPTY_OPERAND, jnp.int32), dict(scale=scale, kv_scale=kv_scale), sinks

@@ -24,7 +24,7 @@ class _MlaDecodeSparse(_spec.OpSpec):
         if indices.ndim != 3:
             raise ValueError(f"indices must have shape [B, s_q, topk]; got shape {indices.shape}")
         _checks.check_int32("indices", indices, (batch, s_q, indices.shape[2]), "[B, s_q, topk]")
-        if topk_lens.shape != _checks.NO_OPTIONS_SHAPE:
+        if topk_lens.shape != _checks.EMPTY_OPERAND:
             _checks.check_int32("topk_lens", topk_lens, (batch,), "[B]")
         if num_pages * page_size > _checks.INT32_MAX:
             raise ValueError(f"ckv_cache: num_pages * page_size ({num_pages} * {page_size}) must be below 2^31 "
@@ -56,7 +56,7 @@ class _MlaDecodeSparse(_spec.OpSpec):
             offset = (jnp.arange(n, dtype=jnp.int32) * tokens)[:, None, None, None]
             indices = jnp.where(valid, indices + offset, -1)
             ckv, kpe = (c.reshape((n * c.shape[1],) + c.shape[2:]) for c in (ckv, kpe))
-        if topk_lens.shape[-1:] != _checks.NO_OPTIONS_SHAPE:
+        if topk_lens.shape[-1:] != _checks.EMPTY_OPERAND:
             topk_lens = move(topk_lens, dims[5]).reshape(-1)
         fold = lambda x: x.reshape((n * batch,) + x.shape[2:])  # noqa: E731
         out, lse = self.primitive.bind(fold(q_nope), fold(q_pe), ckv, kpe, fold(indices), topk_lens, options,
@@ -65,7 +65,7 @@ class _MlaDecodeSparse(_spec.OpSpec):
 
     def sharding_rule(self, avals_in, params):
         """Factors: b sequences, h query heads (as mla_decode); the caches stay whole."""
-        lens = "b" if avals_in[5].shape != _checks.NO_OPTIONS_SHAPE else "t"
+        lens = "b" if avals_in[5].shape != _checks.EMPTY_OPERAND else "t"
         rule = f"b q h l, b q h r, p s w, p s v, b q k, {lens}, o -> b q h l, b q h"
         plan = sequences_and_heads_plan(
             avals_in[0].shape, lambda seqs: [(seqs, None, None), (seqs if lens == "b" else None,), (None,)])
@@ -96,7 +96,7 @@ def mla_decode_sparse(q_nope, q_pe, ckv_cache, kpe_cache, indices, *, scale, top
       lse -inf. CPU only for now.
     """
     indices = _checks.index_array("indices", indices, out_of_range=-1)
-    topk_lens = (jnp.zeros(_checks.NO_OPTIONS_SHAPE, jnp.int32) if topk_lens is None
+    topk_lens = (jnp.zeros(_checks.EMPTY_OPERAND, jnp.int32) if topk_lens is None
                  else _checks.index_array("topk_lens", topk_lens))
     kpe_cache, options, attrs, sinks = prepare(q_nope, ckv_cache, kpe_cache, scale, kv_scale, sinks,
                                                "mla_decode_sparse")

@@ -152,7 +152,7 @@ class _PagedAttention(_spec.OpSpec):
 
 def _no_cu_q_lens():
     """Pure decode's cu_q_lens operand: empty (an arange would cost a kernel launch per call)."""
-    return jnp.zeros((0,), jnp.int32)
+    return jnp.zeros(_checks.EMPTY_OPERAND, jnp.int32)
 
 
 paged_attention_p = _spec.define(_PagedAttention())
@@ -223,7 +223,7 @@ def paged_attention(q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens=None, 
         options = _checks.option_words(scale, soft_cap, window, k_scale, v_scale)
         scale, soft_cap, window, k_scale, v_scale = 0.0, 0.0, 0, 0.0, 0.0  # the attributes are unused
     else:
-        options = jnp.zeros(_checks.NO_OPTIONS_SHAPE, jnp.int32)
+        options = jnp.zeros(_checks.EMPTY_OPERAND, jnp.int32)
     out, lse = paged_attention_p.bind(
         q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens, options, scale=scale, soft_cap=soft_cap,
         sliding_window=window, k_scale=k_scale, v_scale=v_scale, kv_layout=KV_LAYOUTS[kv_layout],

@@ -128,12 +128,24 @@ def _gpu_ordinals(ctx) -> list[int]:
     return sorted(ordinals) or [-1]
 
 
+def to_front(x, dim, size: int):
+    """For a batching rule: x with its mapped axis `dim` first, or broadcast to `size` if unmapped."""
+    return jnp.broadcast_to(x, (size,) + x.shape) if dim is None else jnp.moveaxis(x, dim, 0)
+
+
 def batched_at_front(args, dims):
     """For a batching rule: (axis size, args with the mapped axis first, unmapped ones broadcast)."""
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
-    moved = [jnp.broadcast_to(a, (size,) + a.shape) if d is None else jnp.moveaxis(a, d, 0)
-             for a, d in zip(args, dims)]
-    return size, moved
+    return size, [to_front(a, d, size) for a, d in zip(args, dims)]
+
+
+def own_ids(ids, per_instance: int):
+    """Ids [n, ...] (page ids, token slots) of each instance moved into its own part of a pool of
+    n * per_instance: id + i * per_instance, and -1 for an id outside the instance's own
+    [0, per_instance), which then stays out of range of the pool too (never a neighbour's)."""
+    n = ids.shape[0]
+    offset = (jnp.arange(n, dtype=jnp.int32) * per_instance).reshape((n,) + (1,) * (ids.ndim - 1))
+    return jnp.where((ids >= 0) & (ids < per_instance), ids + offset, -1)
 
 
 def map_instances(primitive: Primitive, args, dims, **params):
@@ -160,10 +172,7 @@ def stack_caches(caches, block_tables, mapped: bool):
     if not mapped:
         return [c[0] for c in caches], block_tables
     n, num_pages = caches[0].shape[:2]
-    stacked = [c.reshape((n * num_pages,) + c.shape[2:]) for c in caches]
-    offset = (jnp.arange(n, dtype=jnp.int32) * num_pages)[:, None, None]
-    valid = (block_tables >= 0) & (block_tables < num_pages)
-    return stacked, jnp.where(valid, block_tables + offset, -1)
+    return [c.reshape((n * num_pages,) + c.shape[2:]) for c in caches], own_ids(block_tables, num_pages)
 
 
 def _ffi_attrs(params: dict) -> dict:

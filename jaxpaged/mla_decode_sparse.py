@@ -46,18 +46,15 @@ class _MlaDecodeSparse(_spec.OpSpec):
             return _spec.map_instances(self.primitive, args, dims, **params)
         q_nope, q_pe, ckv, kpe, indices, topk_lens, options = args
         n = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
-        move = lambda x, d: jnp.broadcast_to(x, (n,) + x.shape) if d is None else jnp.moveaxis(x, d, 0)  # noqa: E731
-        q_nope, q_pe, indices = move(q_nope, dims[0]), move(q_pe, dims[1]), move(indices, dims[4])
+        move = lambda i, x: _spec.to_front(x, dims[i], n)  # noqa: E731
+        q_nope, q_pe, indices = move(0, q_nope), move(1, q_pe), move(4, indices)
         batch = q_nope.shape[1]
         if dims[2] is not None or dims[3] is not None:
-            ckv, kpe = move(ckv, dims[2]), move(kpe, dims[3])
-            tokens = ckv.shape[1] * ckv.shape[2]
-            valid = (indices >= 0) & (indices < tokens)
-            offset = (jnp.arange(n, dtype=jnp.int32) * tokens)[:, None, None, None]
-            indices = jnp.where(valid, indices + offset, -1)
+            ckv, kpe = move(2, ckv), move(3, kpe)
+            indices = _spec.own_ids(indices, ckv.shape[1] * ckv.shape[2])  # slots into instance i's pool
             ckv, kpe = (c.reshape((n * c.shape[1],) + c.shape[2:]) for c in (ckv, kpe))
         if topk_lens.shape[-1:] != _checks.EMPTY_OPERAND:
-            topk_lens = move(topk_lens, dims[5]).reshape(-1)
+            topk_lens = move(5, topk_lens).reshape(-1)
         fold = lambda x: x.reshape((n * batch,) + x.shape[2:])  # noqa: E731
         out, lse = self.primitive.bind(fold(q_nope), fold(q_pe), ckv, kpe, fold(indices), topk_lens, options,
                                        **params)

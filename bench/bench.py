@@ -23,6 +23,7 @@ import json
 import math
 import os
 import sys
+import time
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # leave room for torch (FlashMLA)
 
@@ -242,10 +243,12 @@ def main():
     date = datetime.date.today().isoformat()
     copy_GBps = copy_bandwidth_GBps()
     print(f"{device}: copy bandwidth {copy_GBps:.0f} GB/s", flush=True)
+    os.makedirs(args.out, exist_ok=True)
     records = []
     for cfg in CONFIGS:
         if args.only and cfg.name not in args.only:
             continue
+        t0 = time.perf_counter()
         seed = sum(map(ord, cfg.name))  # fixed per config, so varlen lengths repeat across runs
         rec = run_config(cfg, np.random.default_rng(seed), copy_GBps, args.ours_only)
         rec.update(device=device, jax_version=jax.__version__, date=date)
@@ -253,10 +256,10 @@ def main():
         timed = "  ".join(f"{p} {rec[f'{p}_ms']:.3f}" for p in PEERS if rec.get(f"{p}_ms"))
         step = f"  step {rec['ours_step_us']:.1f} us/layer" if rec.get("ours_step_us") else ""
         print(f"{cfg.name:<32} ours {rec['ours_ms']:8.3f} ms{step}  {timed}  "
-              f"{rec['pct_of_copy_bw']:5.1f}% BW  {rec['tflops']:6.1f} TF/s  err {rec['rel_err']:.1e}", flush=True)
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, f"{slug}_ours.json" if args.ours_only else f"{slug}.json"), "w") as f:
-        json.dump(records, f, indent=1)
+              f"{rec['pct_of_copy_bw']:5.1f}% BW  {rec['tflops']:6.1f} TF/s  err {rec['rel_err']:.1e}  ({time.perf_counter() - t0:.0f} s)", flush=True)
+        # Written after every config, so a run cut off by the device's time limit keeps what it timed.
+        with open(os.path.join(args.out, f"{slug}_ours.json" if args.ours_only else f"{slug}.json"), "w") as f:
+            json.dump(records, f, indent=1)
     if args.ours_only:
         return
     with open(os.path.join(args.out, "RESULTS.md"), "w") as f:

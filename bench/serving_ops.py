@@ -1,6 +1,7 @@
 """Timings of the serving pieces of issue 17 that sit around the kernels (GPU):
 
-- write_kv of 16K new tokens (Hkv 8, D 128) into a bf16 or fp8 cache of 4 and 16 GiB (K + V),
+- write_kv of 16K new tokens (a prefill chunk) or 64 (one decode step) (Hkv 8, D 128) into a bf16
+  or fp8 cache of 4 or 16 GiB (K + V), with and without the unique_slots promise,
   the caches donated and carried through a lax.fori_loop of writes (so every write is in place);
   bandwidth counts the bytes read (new K/V) and written (cache rows);
 - the cost of sinks on decode_b64_ctx4k (Hq 32, Hkv 8, D 128, 64 x 4096 keys): per call, and per
@@ -24,7 +25,7 @@ import jaxpaged
 from jaxpaged import _inputs
 from jaxpaged._timing import device_ms
 
-TOKENS, HKV, D, PAGE = 16384, 8, 128, 16
+HKV, D, PAGE = 8, 128, 16
 WRITES_PER_CALL = 20
 
 
@@ -56,20 +57,25 @@ def _write_rows_kernel(*args, **kw):
 
 VARIANTS = {
     "write_kv": jaxpaged.write_kv,
+    "write_kv_unique": lambda *a, **kw: jaxpaged.write_kv(*a, unique_slots=True, **kw),
     "rows_kernel": _write_rows_kernel,
+    "rows_kernel_unique": lambda *a, **kw: _write_rows_kernel(*a, unique_slots=True, **kw),
     "flat": lambda *a, **kw: _write_flat(*a, unique=False, **kw),
     "flat_unique": lambda *a, **kw: _write_flat(*a, unique=True, **kw),
 }
 
 
-def write_kv_time(cache_gib: float, dtype, variant: str = "write_kv") -> dict:
+CASES = [(16384, 4, jnp.bfloat16), (16384, 16, jnp.bfloat16), (16384, 4, jnp.float8_e4m3fn), (64, 4, jnp.bfloat16)]
+
+
+def write_kv_time(cache_gib: float, dtype, variant: str = "write_kv", tokens: int = 16384) -> dict:
     itemsize = jnp.dtype(dtype).itemsize
     pages = int(cache_gib * 2**30 / 2 / (PAGE * HKV * D * itemsize))
     rng = np.random.default_rng(0)
     k = jnp.zeros((pages, PAGE, HKV, D), dtype)
     v = jnp.zeros((pages, PAGE, HKV, D), dtype)
-    new = jnp.asarray(rng.standard_normal((TOKENS, HKV, D)), jnp.bfloat16)
-    slots = jnp.asarray(rng.choice(pages * PAGE, TOKENS, replace=False), jnp.int32)
+    new = jnp.asarray(rng.standard_normal((tokens, HKV, D)), jnp.bfloat16)
+    slots = jnp.asarray(rng.choice(pages * PAGE, tokens, replace=False), jnp.int32)
     fp8 = dict(k_scale=0.05, v_scale=0.05) if itemsize == 1 else {}
 
     def writes(k, v):
@@ -83,12 +89,12 @@ def write_kv_time(cache_gib: float, dtype, variant: str = "write_kv") -> dict:
         k, v = jax.block_until_ready(writes(k, v))
         times.append((time.perf_counter() - start) / WRITES_PER_CALL)
     us = float(np.median(times)) * 1e6
-    moved = 2 * TOKENS * HKV * D * (2 + itemsize)  # K and V: new rows read (bf16), cache rows written
+    moved = 2 * tokens * HKV * D * (2 + itemsize)  # K and V: new rows read (bf16), cache rows written
     # Correctness spot check: the last written rows are the new values (quantized for fp8).
     got = np.asarray(k.reshape(-1, HKV, D)[slots[:4]].astype(jnp.float32))
     want = np.asarray(new[:4].astype(jnp.float32))
     err = float(np.max(np.abs(got * (0.05 if itemsize == 1 else 1.0) - want)))
-    return {"variant": variant, "cache_gib": cache_gib, "dtype": jnp.dtype(dtype).name, "us": us,
+    return {"variant": variant, "tokens": tokens, "cache_gib": cache_gib, "dtype": jnp.dtype(dtype).name, "us": us,
             "GBps": moved / us / 1e3, "max_err": err}
 
 
@@ -116,12 +122,11 @@ def main():
     result = {"device": jax.devices()[0].device_kind, "date": time.strftime("%Y-%m-%d"),
               "jax": jax.__version__, "write_kv": [], "sinks": None}
     for variant in VARIANTS:
-        for gib in (4, 16):
-            for dtype in (jnp.bfloat16, jnp.float8_e4m3fn):
-                r = write_kv_time(gib, dtype, variant)
-                result["write_kv"].append(r)
-                print(f"{variant} {TOKENS} tokens into {gib} GiB {r['dtype']}: {r['us']:.1f} us, "
-                      f"{r['GBps']:.0f} GB/s, max err {r['max_err']:.3g}", flush=True)
+        for tokens, gib, dtype in CASES:
+            r = write_kv_time(gib, dtype, variant, tokens)
+            result["write_kv"].append(r)
+            print(f"{variant} {tokens} tokens into {gib} GiB {r['dtype']}: {r['us']:.1f} us, "
+                  f"{r['GBps']:.0f} GB/s, max err {r['max_err']:.3g}", flush=True)
     s = sinks_cost()
     result["sinks"] = s
     print(f"sinks on decode_b64_ctx4k: per call {s['call_us']:.1f} -> {s['call_sinks_us']:.1f} us "

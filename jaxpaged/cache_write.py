@@ -28,12 +28,35 @@ _CACHE_DTYPES = _checks.FLOAT_DTYPES + _fp8.FP8_DTYPES
 WRITE_IMPL = os.environ.get("JAXPAGED_WRITE_IMPL", "scatter")  # "scatter" or "rows" (read per call)
 
 
-def _writer(slot_mapping, num_new: int, num_pages: int, page_size: int, hnd: bool = False):
+def last_writer_slots(slots, num_slots: int):
+    """slots with every token that a later token overwrites (same valid slot) set to -1, so that the
+    last token naming a slot is the one written, as in the sequential reference. Parallel writes of
+    two tokens to one slot are not ordered: XLA's GPU scatter, for one, mixes their rows element by
+    element. One sort of the N (slot, token) pairs; the caller may skip it (unique_slots=True)."""
+    n = slots.shape[0]
+    if n < 2:
+        return slots
+    valid = (slots >= 0) & (slots < num_slots)
+    key = jnp.where(valid, slots, -1)
+    token = jnp.arange(n, dtype=jnp.int32)
+    key_sorted, token_sorted = jax.lax.sort((key, token), num_keys=2)  # by slot, then token order
+    last = jnp.concatenate([key_sorted[1:] != key_sorted[:-1], jnp.ones((1,), bool)])
+    keep = jnp.zeros((n,), bool).at[token_sorted].set(last, unique_indices=True)
+    return jnp.where(keep & valid, slots, -1)
+
+
+def _writer(slot_mapping, num_new: int, num_pages: int, page_size: int, hnd: bool = False,
+            unique_slots: bool = False):
     """put(cache, rows): the cache with rows (its dtype; [N, ...] shaped like one slot's contents)
-    at their slots, those outside [0, num_pages * page_size) skipped. hnd: a [P, Hkv, page, D] cache."""
+    at their slots, those outside [0, num_pages * page_size) skipped, of tokens naming one slot the
+    last (unless unique_slots promises there are none). hnd: a [P, Hkv, page, D] cache."""
     slots = _checks.index_array("slot_mapping", slot_mapping, out_of_range=-1)
     if slots.shape != (num_new,):
         raise ValueError(f"slot_mapping must have shape [N] = ({num_new},); got {slots.shape}")
+    if not isinstance(unique_slots, (bool, np.bool_)):
+        raise ValueError(f"unique_slots must be a Python bool; got {unique_slots!r}")
+    if not unique_slots:
+        slots = last_writer_slots(slots, num_pages * page_size)
     if WRITE_IMPL == "rows":
         def put(cache, rows):
             four = cache if cache.ndim == 4 else cache.reshape(cache.shape[:2] + (1,) + cache.shape[2:])
@@ -80,7 +103,8 @@ def _stored(name: str, x, cache_dtype, scale, scale_name: str):
     return x.astype(cache_dtype)
 
 
-def write_kv(k_cache, v_cache, k_new, v_new, slot_mapping, *, k_scale=None, v_scale=None, kv_layout="NHD"):
+def write_kv(k_cache, v_cache, k_new, v_new, slot_mapping, *, k_scale=None, v_scale=None, kv_layout="NHD",
+             unique_slots=False):
     """Writes N new tokens' keys and values into a paged KV cache.
 
     Args:
@@ -88,10 +112,14 @@ def write_kv(k_cache, v_cache, k_new, v_new, slot_mapping, *, k_scale=None, v_sc
         "HND" [P, Hkv, page_size, D]), 16/32-bit float or fp8 (float8_e4m3fn / float8_e5m2).
       k_new, v_new: [N, Hkv, D] float.
       slot_mapping: int [N], slot = page * page_size + offset of each token; a slot outside
-        [0, P * page_size) (e.g. -1 for a padding token) is skipped. If two tokens name one slot,
-        one of them wins (unspecified which).
+        [0, P * page_size) (e.g. -1 for a padding token) is skipped. If several tokens name one
+        slot, the last of them is written (as if the tokens were written one after another).
       k_scale, v_scale: fp8 caches only: values are stored as x / scale (saturated, round to nearest
         even); default 1.0; Python numbers or traced scalars.
+      unique_slots: the caller promises that no two tokens name one valid slot (a serving stack's
+        slot mapping), which skips the sort that orders duplicates. If the promise is broken, a
+        duplicated slot holds unspecified values (possibly a mix of the tokens'); nothing outside
+        the named slots is written either way.
 
     Returns:
       (k_cache, v_cache) updated; in place when the caller donates them.
@@ -111,13 +139,13 @@ def write_kv(k_cache, v_cache, k_new, v_new, slot_mapping, *, k_scale=None, v_sc
     num_new = jnp.shape(k_new)[0] if jnp.ndim(k_new) else 0
     k_new = _check_new("k_new", k_new, (num_new, num_kv_heads, head_dim), "[N, Hkv, D]")
     v_new = _check_new("v_new", v_new, (num_new, num_kv_heads, head_dim), "[N, Hkv, D]")
-    put = _writer(slot_mapping, num_new, num_pages, page_size, hnd=kv_layout == "HND")
+    put = _writer(slot_mapping, num_new, num_pages, page_size, hnd=kv_layout == "HND", unique_slots=unique_slots)
     k_new = _stored("k_new", k_new, k_cache.dtype, k_scale, "k_scale")
     v_new = _stored("v_new", v_new, v_cache.dtype, v_scale, "v_scale")
     return put(k_cache, k_new), put(v_cache, v_new)
 
 
-def write_mla_kv(ckv_cache, kpe_cache, ckv_new, kpe_new, slot_mapping, *, kv_scale=None):
+def write_mla_kv(ckv_cache, kpe_cache, ckv_new, kpe_new, slot_mapping, *, kv_scale=None, unique_slots=False):
     """Writes N new tokens' latent (512) and rope (64) parts into an MLA cache.
 
     Args:
@@ -126,7 +154,7 @@ def write_mla_kv(ckv_cache, kpe_cache, ckv_new, kpe_new, slot_mapping, *, kv_sca
         float8_e4m3fn), or DeepSeek-V3.2's uint8 [P, page_size, 656] rows (each group of 128 latent
         values gets scale max|x| / 448, 1.0 for an all-zero group; the rope stays bfloat16). An fp8
         ckv_cache of the split layout keeps a 16-bit kpe_cache.
-      ckv_new, kpe_new: [N, 512], [N, 64] float. slot_mapping: as in write_kv.
+      ckv_new, kpe_new: [N, 512], [N, 64] float. slot_mapping, unique_slots: as in write_kv.
       kv_scale: fp8 (float8_e4m3fn) caches only: per-tensor scale, default 1.0.
 
     Returns:
@@ -139,7 +167,7 @@ def write_mla_kv(ckv_cache, kpe_cache, ckv_new, kpe_new, slot_mapping, *, kv_sca
     num_new = jnp.shape(ckv_new)[0] if jnp.ndim(ckv_new) else 0
     ckv_new = _check_new("ckv_new", ckv_new, (num_new, LATENT_DIM), "[N, 512]")
     kpe_new = _check_new("kpe_new", kpe_new, (num_new, ROPE_DIM), "[N, 64]")
-    put = _writer(slot_mapping, num_new, num_pages, page_size)
+    put = _writer(slot_mapping, num_new, num_pages, page_size, unique_slots=unique_slots)
     if kpe_cache is not None:
         if width != LATENT_DIM:
             raise ValueError(f"ckv_cache must be [P, page_size, 512] with a kpe_cache; got {ckv_cache.shape}")

@@ -74,13 +74,47 @@ def test_fp8_quantization_saturates_rounds_and_keeps_nan():
     np.testing.assert_array_equal(np.asarray(halved[0, 1, 0, :2], np.float32), [0.15625, 8.0])
 
 
-def test_duplicate_slots_one_wins(rng):
+@pytest.mark.parametrize("n", [3, 300])
+def test_duplicate_slots_last_wins(rng, n):
+    """Tokens naming one slot: the last is written, whole (a parallel write would mix them)."""
     k = jnp.zeros((P, PAGE, HKV, D), jnp.float32)
-    new = jnp.asarray(rng.standard_normal((3, HKV, D)), jnp.float32)
-    out, _ = jaxpaged.write_kv(k, k, new, new, np.array([5, 5, 7], np.int32))
-    row = np.asarray(out[0, 5])
-    assert any(np.array_equal(row, np.asarray(new[i])) for i in (0, 1))
-    np.testing.assert_array_equal(np.asarray(out[0, 7]), np.asarray(new[2]))
+    slots = rng.integers(0, 8, n).astype(np.int32)  # n tokens onto 8 slots: many duplicates
+    slots[rng.random(n) < 0.2] = -1
+    new = jnp.asarray(rng.standard_normal((n, HKV, D)), jnp.float32)
+    out, _ = jax.jit(jaxpaged.write_kv)(k, k, new, new, slots)
+    want, _ = reference.write_kv(k, k, new, new, jnp.asarray(slots))
+    np.testing.assert_array_equal(np.asarray(out), np.asarray(want))
+    for slot in set(slots[slots >= 0].tolist()):
+        last = np.flatnonzero(slots == slot)[-1]
+        np.testing.assert_array_equal(np.asarray(out[0, slot]), np.asarray(new[last]))
+
+
+def test_duplicate_slots_last_wins_mla(rng):
+    ckv = jnp.zeros((P, PAGE, 576), jnp.bfloat16)
+    slots = np.array([5, 9, 5, -1, 5, 9], np.int32)
+    latent = jnp.asarray(rng.standard_normal((6, 512)), jnp.float32)
+    rope = jnp.asarray(rng.standard_normal((6, 64)), jnp.float32)
+    out, _ = jaxpaged.write_mla_kv(ckv, None, latent, rope, slots)
+    want, _ = reference.write_mla_kv(ckv, None, latent, rope, jnp.asarray(slots))
+    np.testing.assert_array_equal(_bits(out), _bits(want))
+    np.testing.assert_array_equal(np.asarray(out[0, 5, :512], np.float32),
+                                  np.asarray(latent[4].astype(jnp.bfloat16), np.float32))
+
+
+def test_unique_slots_promise_skips_the_sort(rng):
+    k = jnp.zeros((P, PAGE, HKV, D), jnp.bfloat16)
+    slots = _slots(rng, 21)
+    new = jnp.asarray(rng.standard_normal((len(slots), HKV, D)), jnp.bfloat16)
+    f = jax.jit(lambda *a: jaxpaged.write_kv(*a, unique_slots=True))
+    got = f(k, k, new, new, slots)
+    want = reference.write_kv(k, k, new, new, jnp.asarray(slots))
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(_bits(g), _bits(w))
+    hlo = f.lower(k, k, new, new, slots).as_text()
+    assert "stablehlo.sort" not in hlo
+    assert "stablehlo.sort" in jax.jit(jaxpaged.write_kv).lower(k, k, new, new, slots).as_text()
+    with pytest.raises(ValueError, match="unique_slots"):
+        jaxpaged.write_kv(k, k, new, new, slots, unique_slots=jnp.bool_(True))
 
 
 def test_donated_caches_are_updated_in_place(rng):

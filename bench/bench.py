@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxpaged
-from jaxpaged import _inputs, reference
+from jaxpaged import _fp8, _inputs, reference
 from jaxpaged._timing import burst_ms, device_ms
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -52,6 +52,7 @@ class Paged:
     window: int | None = None
     varlen: tuple[int, int] | None = None  # kv_lens uniform in [lo, hi]
     prefill: tuple[int, int, int] | None = None  # (chunks, chunk_len, chunk_ctx): ragged mix
+    kv_dtype: str | None = None  # an fp8 cache (k_scale 0.05, v_scale 0.02); None: q's bf16
 
 
 @dataclasses.dataclass
@@ -78,6 +79,8 @@ CONFIGS = [
     Paged("decode_varlen_b128", batch=128, ctx=8192, varlen=(128, 8192)),
     Paged("mixed_prefill_decode", batch=124, ctx=4096, prefill=(4, 512, 2048)),
     Paged("decode_window_b64_ctx32k", batch=64, ctx=32768, window=4096),
+    Paged("decode_fp8_b64_ctx4k", kv_dtype="float8_e4m3fn"),
+    Paged("decode_fp8_b8_ctx32k", batch=8, ctx=32768, kv_dtype="float8_e5m2"),
     Mla("mla_h128_b64_ctx4k"),
     Mla("mla_h128_b128_ctx8k", batch=128, ctx=8192),
     Mla("mla_h128_sq2_causal_b64_ctx4k", s_q=2, causal=True),
@@ -85,6 +88,9 @@ CONFIGS = [
     Mla("mla_h128_b1_ctx32k", batch=1, ctx=32768),
     Mla("mla_h128_varlen_b128", batch=128, ctx=16384, varlen=(256, 16384)),
 ]
+
+
+FP8_SCALES = (0.05, 0.02)  # k_scale, v_scale of the fp8 configs (the bf16 cache's values / scale)
 
 
 def copy_bandwidth_GBps() -> float:
@@ -107,9 +113,12 @@ def paged_inputs(cfg: Paged, rng):
     args = _inputs.paged_inputs(rng, q_lens=q_lens, kv_lens=kv_lens, num_q_heads=cfg.hq, num_kv_heads=cfg.hkv,
                                 head_dim=cfg.dim, page_size=cfg.page, dtype=jnp.bfloat16,
                                 decode=not cfg.prefill, on_device=True)
+    if cfg.kv_dtype:
+        q, k, v, *rest = args
+        args = (q, _fp8.quantize(k, FP8_SCALES[0], cfg.kv_dtype), _fp8.quantize(v, FP8_SCALES[1], cfg.kv_dtype), *rest)
     lens = np.asarray(kv_lens, np.int64)
     read = np.minimum(lens, cfg.window) if cfg.window else lens
-    kv_bytes = int(read.sum()) * cfg.hkv * cfg.dim * 2 * 2
+    kv_bytes = int(read.sum()) * cfg.hkv * cfg.dim * 2 * (1 if cfg.kv_dtype else 2)
     # Causal FLOPs: each query row sees its visible keys; QK and PV are 2*D FLOPs per key each.
     flops = 0
     for ql, L in zip(q_lens, kv_lens):
@@ -134,6 +143,8 @@ def run_config(cfg, rng, copy_GBps, ours_only=False):
     if isinstance(cfg, Paged):
         args, kv_bytes, flops = paged_inputs(cfg, rng)
         opts = dict(soft_cap=cfg.soft_cap, sliding_window=cfg.window)
+        if cfg.kv_dtype:
+            opts.update(k_scale=FP8_SCALES[0], v_scale=FP8_SCALES[1])
         ours_q = lambda q, *ops: jaxpaged.paged_attention(q, *ops, **opts)  # noqa: E731
         ref = jax.jit(functools.partial(reference.paged_attention, **opts))
         peer_fns = {"pallas": lambda: peers.pallas_paged(cfg, args), "fa3": lambda: peers.fa3_paged(cfg, args)}

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# One call on the GPU machine (the `device` tool): build, test, run the main job and/or benchmark.
-#   bash bench/device_run.sh test|bench|all [extra pytest args]
+# One call on the GPU machine (the `device` tool): build, then any of: test (+ the main job),
+# bench, serving (bench/serving_ops.py), sanitize (tools/sanitize_driver.cu under compute-sanitizer).
+#   bash bench/device_run.sh test|bench|serving|sanitize|all|MODE,MODE,.. [extra pytest args]
+# BENCH_ARGS: extra bench.py arguments (e.g. "--only decode_b64_ctx4k"); SANITIZE_TOOLS: which
+# tools (default "memcheck racecheck synccheck initcheck"). The sanitizer's build starts in the
+# background at once, so it overlaps the other modes.
 # Logs and results go under $OUT; a short summary is printed last.
 set -uo pipefail
 MODE=${1:-all}
@@ -26,8 +30,18 @@ echo "build: $(( $(date +%s) - start )) s"
 cd /tmp  # import the installed package, not the source tree
 python3 -c "import jax, jaxpaged; print('jax', jax.__version__, jax.devices(), 'gpu handlers:', jaxpaged.gpu_platform)"
 
+has() { [[ $MODE == all || ,$MODE, == *,$1,* ]]; }
+san=/tmp/jaxpaged-sanitize
+if has sanitize && [[ $MODE != all ]]; then
+  # The kernels without JAX, built with the sanitizer driver (in the background: it overlaps the rest).
+  ( cmake -S "$REPO" -B "$san" -G Ninja -DJAXPAGED_CUDA=ON -DJAXPAGED_SANITIZE_DRIVER=ON \
+      -DJAXPAGED_CUDA_ARCHS="${JAXPAGED_CUDA_ARCHS:-90a}" > "$OUT/sanitize_build.log" 2>&1 &&
+    nice ninja -C "$san" jaxpaged_sanitize >> "$OUT/sanitize_build.log" 2>&1; echo $? > "$san.rc" ) &
+  san_pid=$!
+fi
+
 status=0
-if [[ $MODE == test || $MODE == all ]]; then
+if has test; then
   # TEST_FILES (paths under the repo) narrows the run: the whole suite no longer fits one 600 s
   # device call (session 10); e.g. TEST_FILES="tests/test_mla_decode.py tests/test_adversarial.py"
   # in one call and the rest (TEST_EXCLUDE_SLOW=1) in another.
@@ -42,13 +56,16 @@ if [[ $MODE == test || $MODE == all ]]; then
   [[ $status == 0 ]] || grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -20
   python3 -m jaxpaged 2>&1 | tee "$OUT/main_job.log" || status=1
 fi
-if [[ $MODE == sanitize ]]; then
-  # The kernels without JAX (tools/sanitize_driver.cu) under each compute-sanitizer tool.
-  san=/tmp/jaxpaged-sanitize
-  if cmake -S "$REPO" -B "$san" -G Ninja -DJAXPAGED_CUDA=ON -DJAXPAGED_SANITIZE_DRIVER=ON \
-       -DJAXPAGED_CUDA_ARCHS="${JAXPAGED_CUDA_ARCHS:-90a}" > "$OUT/sanitize_build.log" 2>&1 &&
-     ninja -C "$san" jaxpaged_sanitize >> "$OUT/sanitize_build.log" 2>&1; then
-    for tool in memcheck racecheck synccheck initcheck; do
+if has bench; then
+  python3 "$REPO/bench/bench.py" --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" || status=1
+fi
+if has serving; then
+  python3 "$REPO/bench/serving_ops.py" --out "$OUT" 2>&1 | tee "$OUT/serving_ops.log" || status=1
+fi
+if [[ -n ${san_pid:-} ]]; then
+  wait "$san_pid"
+  if [[ $(cat "$san.rc") == 0 ]]; then
+    for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
       quick=$([[ $tool == racecheck || $tool == initcheck ]] && echo --quick)
       compute-sanitizer --tool $tool --error-exitcode 9 "$san/jaxpaged_sanitize" $quick \
         > "$OUT/sanitize_$tool.log" 2>&1 || status=1
@@ -57,9 +74,6 @@ if [[ $MODE == sanitize ]]; then
   else
     tail -20 "$OUT/sanitize_build.log"; echo "SANITIZE DRIVER BUILD FAILED"; status=1
   fi
-fi
-if [[ $MODE == bench || $MODE == all ]]; then
-  python3 "$REPO/bench/bench.py" --out "$OUT" "$@" 2>&1 | tee "$OUT/bench.log" || status=1
 fi
 echo "total: $(( $(date +%s) - start )) s, status $status"
 exit $status

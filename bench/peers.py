@@ -56,6 +56,8 @@ def pallas_paged(cfg, args):
     """JAX's Pallas GPU paged attention (decode only): best of k_splits 16/8/4 in its layout."""
     if cfg.prefill or cfg.window:
         return None, "no ragged prefill / sliding window support"
+    if cfg.kv_dtype:
+        return None, "no fp8 cache support"
     from jax.experimental.pallas.ops.gpu import paged_attention as pallas_mod
     q, k, v, lens, table, _ = args
     operands = (*(jnp.transpose(x, (2, 0, 1, 3)) for x in (k, v)), table, lens)  # [Hkv, pages, page, D]
@@ -82,6 +84,8 @@ def fa3_paged(cfg, args):
     """FlashAttention-3 (flash-attn3-jax) on pure decode: q [B, 1, Hq, D] over the same NHD cache."""
     if cfg.prefill:
         return None, "ragged prefill not wired to FA3's varlen API"
+    if cfg.kv_dtype:
+        return None, "fp8 KV caches not wired (flash-attn3-jax takes q, k, v of one dtype)"
     if cfg.soft_cap:
         return None, "no soft cap in flash-attn3-jax's kvcache API"
     if cfg.dim > 128:

@@ -77,11 +77,6 @@ class _PagedAttention(_spec.OpSpec):
         return (jax.core.ShapedArray(q.shape, q.dtype),
                 jax.core.ShapedArray((num_tokens, num_q_heads), jnp.float32))
 
-    def gpu_unsupported(self, avals_in, params):
-        if _fp8.is_fp8(avals_in[1].dtype):
-            return "fp8 KV caches run on CPU only in this version (their GPU kernels are not written yet)"
-        return None
-
     def workspace_bytes(self, avals_in, params, device):
         q, k_cache, _, kv_lens, block_tables = avals_in[:5]
         num_tokens, num_q_heads, head_dim = q.shape

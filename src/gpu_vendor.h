@@ -115,7 +115,20 @@ __device__ __forceinline__ V shfl_up(V v, int delta) { return __shfl_up_sync(kFu
 template <typename V>
 __device__ __forceinline__ V shfl(V v, int src) { return __shfl_sync(kFullMask, v, src); }
 __device__ __forceinline__ bool any(bool pred) { return __any_sync(kFullMask, pred) != 0; }
-__device__ __forceinline__ void syncwarp() { gpu::syncwarp(); }
+__device__ __forceinline__ void syncwarp() { __syncwarp(); }
+#endif
+
+// ---------------------------------------------------------------- bf16 conversions (device)
+// ROCm before 5.5 has only the hip_bfloat16 class (conversions through its constructor and
+// operator float); the others have CUDA's function names.
+#if defined(JAXPAGED_HIP_OLD_BF16)
+__device__ __forceinline__ float bf16_to_float(gpu_bf16 x) { return float(x); }
+__device__ __forceinline__ gpu_bf16 float_to_bf16(float x) { return gpu_bf16(x); }
+__device__ __forceinline__ gpu_bf16x2 floats_to_bf16x2(float lo, float hi) { return {gpu_bf16(lo), gpu_bf16(hi)}; }
+#else
+__device__ __forceinline__ float bf16_to_float(gpu_bf16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ gpu_bf16 float_to_bf16(float x) { return __float2bfloat16_rn(x); }
+__device__ __forceinline__ gpu_bf16x2 floats_to_bf16x2(float lo, float hi) { return __floats2bfloat162_rn(lo, hi); }
 #endif
 #endif
 

@@ -2,7 +2,7 @@
 reference, NaN pattern included: random ragged mixes, decreasing or out-of-range cu_q_lens,
 lengths negative or past the table, junk and out-of-range page ids (also among the pages read),
 NaN in every cache row no sequence owns, and vmap over stacked caches; also sinks (with -inf and
-+inf), options as traced values, the quantized MLA caches (CPU) and sparse MLA (CPU), drawn from a
++inf), options as traced values, fp8 paged caches, the quantized MLA caches (CPU) and sparse MLA (CPU), drawn from a
 second stream per seed so the original cases stay as they were. On the GPU, the paged seeds
 where the tile kernel's whole-tile NaN (a known gap, tile_wide_nan_rows) differs from the
 reference are strict xfails: they start to XPASS, and must be unmarked, once the kernel is exact."""
@@ -124,7 +124,8 @@ def split_traced(options, traced):
     """(static options, traced options): the numeric ones go in as jit arguments when traced."""
     if not traced:
         return options, {}
-    numeric = {k: jnp.asarray(v) for k, v in options.items() if k in ("soft_cap", "sliding_window", "scale")}
+    numeric = {k: jnp.asarray(v) for k, v in options.items()
+               if k in ("soft_cap", "sliding_window", "scale", "k_scale", "v_scale")}
     return {k: v for k, v in options.items() if k not in numeric}, numeric
 
 
@@ -133,7 +134,12 @@ def test_paged_attention_adversarial(seed, request):
     args, options = paged_case(seed)
     if args[-1] is None:
         args = args[:-1]
-    sinks, traced, _ = extras(seed, args[0].shape[1])
+    sinks, traced, xrng = extras(seed, args[0].shape[1])
+    if xrng.random() < 0.3:  # fp8 caches (NaN poison stays NaN), scales static or traced
+        fmt = jnp.float8_e4m3fn if xrng.random() < 0.5 else jnp.float8_e5m2
+        k8, v8 = (_fp8.quantize(c.astype(jnp.float32), sc, fmt) for c, sc in ((args[1], 0.03), (args[2], 0.05)))
+        args = (args[0], k8, v8, *args[3:])
+        options = dict(options, k_scale=0.03, v_scale=0.05)
     ref_out, ref_lse = reference.paged_attention(*args, return_lse=True, sinks=sinks, **options)
     if ON_GPU and not np.array_equal(tile_wide_nan_rows(*args[:2], *args[3:5], args[5] if len(args) > 5 else None,
                                                         **options), np.isnan(np.asarray(ref_lse)).all(1)):

@@ -93,8 +93,6 @@ def _gqa_dense(w, tokens, cache_dtype, scales):
 
 @pytest.mark.parametrize("cache_dtype", [None, "float8_e4m3fn"])
 def test_gqa_decode_loop_matches_dense_model(rng, cache_dtype):
-    if ON_GPU and cache_dtype is not None:
-        pytest.skip("fp8 caches have no GPU kernel yet")
     w = _gqa_model(rng)
     tokens = _tokens(rng)
     scales = (0.05, 0.02)

@@ -83,6 +83,7 @@ struct PagedCase {
   int junk_used = 0;     // junk ids placed inside the used range
   int pad_rows = 0;      // rows of q past cu[S]
   bool decreasing = false;  // raw cu_q_lens decrease somewhere (flattened as the op does)
+  int fp8 = 0;              // caches: 0 bf16, 1 float8_e4m3fn, 2 float8_e5m2 (random bytes, NaN included)
 };
 
 void run_paged(const PagedCase& c) {
@@ -118,6 +119,9 @@ void run_paged(const PagedCase& c) {
   };
   Device<__nv_bfloat16> q(values(size_t(T) * c.hq * c.dim, [](size_t) { return false; }));
   Device<__nv_bfloat16> k(values(num_pages * page_elems, poisoned)), v(values(num_pages * page_elems, poisoned));
+  std::vector<uint8_t> bytes(c.fp8 ? num_pages * page_elems : 0);
+  for (auto& b : bytes) b = uint8_t(rand_int(0, 255));
+  Device<uint8_t> k8(bytes), v8(bytes);
   std::vector<int32_t> lens(c.kv_lens.begin(), c.kv_lens.end());
   Device<int32_t> d_lens(lens), d_table(table), d_cu(std::vector<int32_t>(cu.begin(), cu.end()));
   Device<__nv_bfloat16> out(size_t(T) * c.hq * c.dim);
@@ -125,8 +129,9 @@ void run_paged(const PagedCase& c) {
 
   jaxpaged::PagedAttentionParams p{};
   p.q = q.ptr;
-  p.k_cache = k.ptr;
-  p.v_cache = v.ptr;
+  p.k_cache = c.fp8 ? static_cast<const void*>(k8.ptr) : k.ptr;
+  p.v_cache = c.fp8 ? static_cast<const void*>(v8.ptr) : v.ptr;
+  p.kv_e5m2 = c.fp8 == 2;
   p.kv_lens = d_lens.ptr;
   p.block_tables = d_table.ptr;
   p.cu_q_lens = d_cu.ptr;
@@ -146,7 +151,8 @@ void run_paged(const PagedCase& c) {
   p.scale = 1.f / std::sqrt(float(c.dim));
   p.soft_cap = c.soft_cap;
   p.sliding_window = c.window;
-  p.k_scale = p.v_scale = 1.f;
+  p.k_scale = c.fp8 ? 0.05f : 1.f;
+  p.v_scale = c.fp8 ? 0.02f : 1.f;
   p.decode_only = decode;
   std::vector<int32_t> words(jaxpaged::PagedOptions::kWords);
   std::memcpy(&words[0], &p.scale, 4);
@@ -158,7 +164,7 @@ void run_paged(const PagedCase& c) {
   p.options = c.traced ? d_options.ptr : nullptr;
   const int64_t ws_floats = jaxpaged::PagedWorkspace::of(p).floats;
   Device<float> ws{static_cast<size_t>(ws_floats)};
-  report("paged " + c.name, jaxpaged::run_paged_attention_gpu(p, DataType::BF16, ws.ptr, ws_floats, nullptr));
+  report("paged " + c.name, jaxpaged::run_paged_attention_gpu(p, DataType::BF16, c.fp8 != 0, ws.ptr, ws_floats, nullptr));
 }
 
 struct MlaCase {
@@ -230,6 +236,7 @@ void run_mla(const MlaCase& c) {
 
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::string(argv[1]) == "--quick";  // racecheck is slow: fewer, smaller cases
+  std::setvbuf(stdout, nullptr, _IONBF, 0);  // each case's line as it finishes (a tool may be cut off)
   std::vector<PagedCase> paged = {
       {"decode GQA 4, junk ids in range, lengths past table / negative", {}, {37, 5000, -3, 0, 700, 16}, 32, 8, 128, 16,
        false, 0, 0.f, false, 3},
@@ -242,6 +249,11 @@ int main(int argc, char** argv) {
        false, 0, 3, true},
       {"ragged prefill chunks, d256, traced window", {70, 130}, {90, 140}, 8, 2, 256, 16, false, 33, 0.f, true, 1},
       {"ragged long prefill past table", {64}, {1 << 30}, 4, 4, 128, 16},
+      {"fp8 e4m3 decode, junk ids, traced scales", {}, {37, 5000, -3, 0, 700}, 32, 8, 128, 16, false, 0, 0.f, true,
+       2, 0, false, 1},
+      {"fp8 e5m2 ragged mix, window, d256, HND", {1, 40, 0, 7}, {100, 64, 0, 3000}, 16, 4, 256, 16, true, 24, 0.f,
+       false, 1, 3, false, 2},
+      {"fp8 e4m3 ragged, d64 page 1", {3, 9, 1}, {3, 500, 4}, 8, 2, 64, 1, false, 0, 30.f, false, 0, 0, false, 1},
   };
   std::vector<MlaCase> mla = {
       {"h128 b4 page 64 junk ids", {4096, 33, 0, -5}, 1, 128, 64, true, false, 2},

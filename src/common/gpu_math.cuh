@@ -29,21 +29,21 @@ __device__ __forceinline__ float fast_tanh(float x) {
 }
 
 __device__ __forceinline__ float to_float(gpu_half x) { return __half2float(x); }
-__device__ __forceinline__ float to_float(gpu_bf16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_float(gpu_bf16 x) { return gpu::bf16_to_float(x); }
 
 template <typename T>
 __device__ __forceinline__ T from_float(float x);
 template <>
 __device__ __forceinline__ gpu_half from_float<gpu_half>(float x) { return __float2half_rn(x); }
 template <>
-__device__ __forceinline__ gpu_bf16 from_float<gpu_bf16>(float x) { return __float2bfloat16_rn(x); }
+__device__ __forceinline__ gpu_bf16 from_float<gpu_bf16>(float x) { return gpu::float_to_bf16(x); }
 
 // Two floats as one 32-bit pair of 16-bit floats (lo in the low half): a tensor-core operand register.
 template <typename T>
 __device__ __forceinline__ uint32_t pack2(float lo, float hi);
 template <>
 __device__ __forceinline__ uint32_t pack2<gpu_bf16>(float lo, float hi) {
-  const gpu_bf16x2 v = __floats2bfloat162_rn(lo, hi);
+  const gpu_bf16x2 v = gpu::floats_to_bf16x2(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 template <>

@@ -95,6 +95,7 @@ inline ffi::Error decode_paged_attention(
   p->v_scale = v_scale;
   JP_RETURN_IF_ERROR(decode_options(options, PagedOptions::kWords, &p->options));
   p->decode_only = decode_only != 0;
+  p->kv_e5m2 = k.element_type() == ffi::DataType::F8E5M2;
   return ffi::Error::Success();
 }
 

@@ -11,10 +11,21 @@ namespace jaxpaged {
 namespace {
 
 // The instance without the large-tile path serves pure decode with a GQA group of at most 16.
-template <typename T, int D>
+template <typename T, int D, bool FP8>
 ffi::Error launch_for_dim(const PagedAttentionParams& p, const PagedWorkspace& w, float* ws, gpuStream_t s) {
   const bool large = !p.decode_only || is_large_tile(p.num_q_heads / p.num_kv_heads);
-  return large ? launch_paged_tiles<T, D, true>(p, w, ws, s) : launch_paged_tiles<T, D, false>(p, w, ws, s);
+  return large ? launch_paged_tiles<T, D, true, FP8>(p, w, ws, s) : launch_paged_tiles<T, D, false, FP8>(p, w, ws, s);
+}
+
+template <typename T, bool FP8>
+ffi::Error launch_for_cache(const PagedAttentionParams& p, const PagedWorkspace& w, float* ws, gpuStream_t s) {
+  switch (p.head_dim) {
+    case 64: return launch_for_dim<T, 64, FP8>(p, w, ws, s);
+    case 128: return launch_for_dim<T, 128, FP8>(p, w, ws, s);
+    case 256: return launch_for_dim<T, 256, FP8>(p, w, ws, s);
+    default:
+      return ffi::Error::InvalidArgument("jaxpaged: GPU paged_attention supports head dims 64, 128, 256");
+  }
 }
 
 ffi::Error paged_attention_gpu_impl(ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v,
@@ -31,16 +42,13 @@ ffi::Error paged_attention_gpu_impl(ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::Any
                                             soft_cap, sliding_window, k_scale, v_scale, kv_layout,
                                             decode_only, out,
                                             lse, &p));
-  if (k.element_type() != q.element_type()) {
-    return ffi::Error::InvalidArgument("jaxpaged: paged_attention has no GPU kernel for fp8 caches yet");
-  }
-  return run_paged_attention_gpu(p, q.element_type(), workspace->typed_data(),
-                                 int64_t(workspace->element_count()), stream);
+  return run_paged_attention_gpu(p, q.element_type(), k.element_type() != q.element_type(),
+                                 workspace->typed_data(), int64_t(workspace->element_count()), stream);
 }
 
 }  // namespace
 
-ffi::Error run_paged_attention_gpu(const PagedAttentionParams& p, ffi::DataType dtype, float* ws,
+ffi::Error run_paged_attention_gpu(const PagedAttentionParams& p, ffi::DataType dtype, bool fp8_cache, float* ws,
                                    int64_t ws_floats, gpuStream_t stream) {
   if (p.num_tokens == 0) return ffi::Error::Success();
   const PagedWorkspace w = PagedWorkspace::of(p);
@@ -49,13 +57,7 @@ ffi::Error run_paged_attention_gpu(const PagedAttentionParams& p, ffi::DataType 
   }
   return with_gpu_dtype(dtype, "paged_attention", [&](auto t) -> ffi::Error {
     using T = decltype(t);
-    switch (p.head_dim) {
-      case 64: return launch_for_dim<T, 64>(p, w, ws, stream);
-      case 128: return launch_for_dim<T, 128>(p, w, ws, stream);
-      case 256: return launch_for_dim<T, 256>(p, w, ws, stream);
-      default:
-        return ffi::Error::InvalidArgument("jaxpaged: GPU paged_attention supports head dims 64, 128, 256");
-    }
+    return fp8_cache ? launch_for_cache<T, true>(p, w, ws, stream) : launch_for_cache<T, false>(p, w, ws, stream);
   });
 }
 

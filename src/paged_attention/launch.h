@@ -15,16 +15,17 @@ template <typename T>
 ffi::Error launch_paged_schedule(const PagedAttentionParams& p, const PagedWorkspace& w, float* ws,
                                  int splits, gpuStream_t stream);
 
-// The tile kernel for head dim D (LARGE: with the 64-row prefill tiles), then the merge of KV
-// splits; runs the schedule first. sm80/launch_tiles.cuh.
-template <typename T, int D, bool LARGE>
+// The tile kernel for head dim D (LARGE: with the 64-row prefill tiles; FP8: over fp8 caches),
+// then the merge of KV splits; runs the schedule first. sm80/launch_tiles.cuh.
+template <typename T, int D, bool LARGE, bool FP8>
 ffi::Error launch_paged_tiles(const PagedAttentionParams& p, const PagedWorkspace& w, float* ws,
                               gpuStream_t stream);
 
 // What the GPU handler does once the call is decoded: check the workspace (ws_floats words at ws),
-// pick the instance for q's dtype and head dim, launch. handler_gpu.cu; also the entry point of
+// pick the instance for q's dtype, the cache's (fp8_cache: float8, p.kv_e5m2 says which) and the
+// head dim, launch. handler_gpu.cu; also the entry point of
 // tools/sanitize_driver.cu, which runs the kernels without JAX.
-ffi::Error run_paged_attention_gpu(const PagedAttentionParams& p, ffi::DataType dtype, float* ws,
-                                   int64_t ws_floats, gpuStream_t stream);
+ffi::Error run_paged_attention_gpu(const PagedAttentionParams& p, ffi::DataType dtype, bool fp8_cache,
+                                   float* ws, int64_t ws_floats, gpuStream_t stream);
 
 }  // namespace jaxpaged

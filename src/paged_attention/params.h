@@ -32,6 +32,7 @@ struct PagedAttentionParams {
   float k_scale, v_scale; // fp8 caches: a key is k_cache * k_scale, a value v_cache * v_scale
   const int32_t* options; // nullptr: the three fields above hold the options
   bool decode_only;       // one query row per sequence: row t is sequence t
+  bool kv_e5m2;           // fp8 caches: float8_e5m2 (else float8_e4m3fn); unread otherwise
 };
 
 struct PagedOptions {

@@ -86,7 +86,7 @@ struct MlaComputeWarpgroup {
   }
   // This warp is done with column group g of buffer buf (the loader may refill it).
   __device__ __forceinline__ void release(int buf, int g) const {
-    __syncwarp();  // (not gpu::syncwarp: through the wrapper the compiler merged two releases' syncs)
+    __syncwarp();
     if (lane == 0) mbar_arrive(&empty[buf * kGroups + g]);
   }
   // Issues (does not wait for) S = Q K^T over the column groups of the tile in buffer buf, in the

@@ -10,10 +10,10 @@
 
 namespace jaxpaged {
 
-template <typename T, int D, bool LARGE>
+template <typename T, int D, bool LARGE, bool FP8>
 ffi::Error launch_paged_tiles(const PagedAttentionParams& p, const PagedWorkspace& w, float* ws,
                               gpuStream_t stream) {
-  using C = TileConfig<D, LARGE>;
+  using C = TileConfig<D, LARGE, FP8>;
   const int64_t group = p.num_q_heads / p.num_kv_heads;
   const int64_t rows = p.num_tokens * p.num_q_heads;
   if (w.list_capacity >= kLargeTileFlag) {
@@ -27,7 +27,7 @@ ffi::Error launch_paged_tiles(const PagedAttentionParams& p, const PagedWorkspac
   if (blocks > 0x7FFFFFFF) {
     return ffi::Error::InvalidArgument("jaxpaged: paged_attention needs more thread blocks than a grid holds (2^31 - 1)");
   }
-  auto kernel = paged_tile_kernel<T, D, LARGE>;
+  auto kernel = paged_tile_kernel<T, D, LARGE, FP8>;
   JP_RETURN_IF_ERROR(allow_smem(kernel, C::kSmemBytes, "paged_tile_kernel (shared memory size)"));
   const int splits = choose_kv_splits(blocks, w.split_cap, p.max_pages * p.page_size, 256,
                                       resident_blocks(kernel, kTileThreads, C::kSmemBytes));

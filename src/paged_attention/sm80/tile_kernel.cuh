@@ -19,12 +19,20 @@
 // conflicts without padding. S = Q K^T and P V run on tensor cores; P stays in registers (the
 // accumulator fragment of S is the A fragment of P V).
 //
+// fp8 caches (FP8 instances): the stages land as fp8 bytes (one more stage deep, as each is half
+// the size), and each is converted into one 16-bit K/V buffer in the swizzled layout (common/
+// fp8.cuh: exact) between two barriers, so the math above runs unchanged; k_scale folds into the
+// score multiplier and v_scale into the output.
+//
 // Which keys a row sees is masking.h's rule; keys outside [k_begin, k_end) or past the end of the
 // sequence are zero-filled by cp.async and get probability 0, so junk in unused pages never reaches
 // a product. An out-of-range page id inside the used range makes the tile's rows NaN (as the
 // reference does) instead of being read.
 #pragma once
 
+#include <type_traits>
+
+#include "common/fp8.cuh"
 #include "common/gpu_math.cuh"
 #include "common/masking.h"
 #include "common/sm80/mma.cuh"
@@ -35,19 +43,22 @@ namespace jaxpaged {
 
 constexpr int kTileThreads = 128;
 
-// Shared memory per block: the queries, STAGES x (K + V) stages of kKeys keys, their page ids.
-// Sized so two blocks fit on an SM (three for D = 64), with 64-96 KiB of K/V in flight per block,
-// and within an A100's 164 KiB.
-template <int D, bool LARGE>
+// Shared memory per block: the queries, STAGES x (K + V) stages of kKeys keys, their page ids;
+// with an fp8 cache, first the one 16-bit K + V buffer the stages are converted into.
+// Sized so two blocks fit on an SM (three for D = 64), with 64-96 KiB of K/V in flight per block
+// (48-64 KiB of fp8), and within an A100's 164 KiB.
+template <int D, bool LARGE, bool FP8 = false>
 struct TileConfig {
   static constexpr int kKeys = D == 256 ? 32 : 64;  // keys per stage
-  static constexpr int kStages = D == 64 ? 4 : ((D == 256 && LARGE) ? 2 : 3);
+  static constexpr int kStages = (D == 64 ? 4 : ((D == 256 && LARGE) ? 2 : 3)) + (FP8 ? 1 : 0);
   static constexpr int kQRows = LARGE ? kLargeRows : kSmallRows;
-  static constexpr size_t kStageBytes = size_t(kKeys) * D * 2 * 2;  // K and V, 16-bit
-  static constexpr size_t kSmemBytes =
-      size_t(kQRows) * D * 2 + kStages * kStageBytes + size_t(kStages) * kKeys * 4;
-  // The small tile's warp merge reuses the stage buffers: (kKeys / 16) x 16 rows x (D + 2) floats.
-  static_assert(kKeys * (D + 2) * 4 <= kStages * kStageBytes, "merge buffer must fit the stages");
+  static constexpr size_t kKvBytes = FP8 ? 1 : 2;                          // cache element
+  static constexpr size_t kStageBytes = size_t(kKeys) * D * 2 * kKvBytes;  // K and V
+  static constexpr size_t kConvertedBytes = FP8 ? size_t(kKeys) * D * 2 * 2 : 0;  // 16-bit K + V
+  static constexpr size_t kStageRegion = kConvertedBytes + kStages * kStageBytes;
+  static constexpr size_t kSmemBytes = size_t(kQRows) * D * 2 + kStageRegion + size_t(kStages) * kKeys * 4;
+  // The small tile's warp merge reuses the stage region: (kKeys / 16) x 16 rows x (D + 2) floats.
+  static_assert(kKeys * (D + 2) * 4 <= kStageRegion, "merge buffer must fit the stages");
 };
 
 // Element offset of 16-byte chunk `c` of row `r` in a swizzled [rows][D] tile.
@@ -57,13 +68,14 @@ __device__ __forceinline__ int swz(int r, int c) {
 }
 
 // One tile of one sequence for one KV head and KV split. WM = warps along rows (1: small tile,
-// 4: large tile).
-template <typename T, int D, bool LARGE, int WM>
+// 4: large tile). FP8: the caches hold fp8 (p.kv_e5m2 says which), scaled by k_scale / v_scale.
+template <typename T, int D, bool LARGE, bool FP8, int WM>
 __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int page_shift, int seq,
                                             int q_begin, int q_len, int tile, int kv_head,
                                             unsigned char* smem, float* __restrict__ ws_out,
                                             float* __restrict__ ws_lse) {
-  using C = TileConfig<D, LARGE>;
+  using C = TileConfig<D, LARGE, FP8>;
+  using KV = std::conditional_t<FP8, uint8_t, T>;  // cache element
   constexpr int STAGES = C::kStages;
   constexpr int KT = C::kKeys;                         // keys per stage
   constexpr int R = 16 * WM;                          // rows of this tile
@@ -71,8 +83,9 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
   constexpr int WD = 4 / (WM * WK);                   // warps along output columns
   constexpr int KW = KT / WK;                  // keys per warp per stage
   constexpr int SUB = (D == 256 && KW > 32) ? 32 : KW;  // keys per softmax step (bounds registers)
-  constexpr int CPK = D / 8;                          // 16-byte chunks per row
-  constexpr int KEYS_PER_PASS = kTileThreads / CPK;
+  constexpr int CPK = D / 8;                          // 16-byte chunks per 16-bit row
+  constexpr int CPK_KV = D * int(sizeof(KV)) / 16;    // 16-byte chunks per cache row
+  constexpr int KEYS_PER_PASS = kTileThreads / CPK_KV;
   constexpr int PASSES = KT / KEYS_PER_PASS;
   constexpr int NT = D / WD / 8;                      // 8-column output tiles per warp
   static_assert(WM * WK * WD == 4 && R <= C::kQRows, "4 warps; the tile fits the query buffer");
@@ -83,7 +96,9 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
   const int col0 = wd * (D / WD);  // this warp's first output column
 
   T* sQ = reinterpret_cast<T*>(smem);
-  T* sStage = sQ + C::kQRows * D;  // stage s: K at sStage + s * 2 * KT * D, V after it
+  T* sStage = sQ + C::kQRows * D;  // 16-bit K and V the math reads: the stages, or (FP8) one buffer
+  // Stage s: K at sRaw + s * 2 * KT * D, V after it (16-bit and swizzled; fp8: plain [key][D] bytes).
+  KV* sRaw = reinterpret_cast<KV*>(reinterpret_cast<unsigned char*>(sStage) + C::kConvertedBytes);
 
   const int64_t rows_total = int64_t(q_len) * G;
   const int64_t row0 = int64_t(tile) * R;
@@ -119,20 +134,21 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
   // stages' page ids sit in shared memory (one slot per stage, one entry per key), filled by the
   // first KT threads: the table is read a full stage ahead into a register and stored only after
   // the stage's math, so its latency hides behind that math.
-  const int my_chunk = tid % CPK, my_key0 = tid / CPK;
-  const T* k_base = static_cast<const T*>(p.k_cache) + kv_head * p.head_stride + my_chunk * 8;
-  const T* v_base = static_cast<const T*>(p.v_cache) + kv_head * p.head_stride + my_chunk * 8;
+  constexpr int CHUNK_ELEMS = 16 / int(sizeof(KV));
+  const int my_chunk = tid % CPK_KV, my_key0 = tid / CPK_KV;
+  const KV* k_base = static_cast<const KV*>(p.k_cache) + kv_head * p.head_stride + my_chunk * CHUNK_ELEMS;
+  const KV* v_base = static_cast<const KV*>(p.v_cache) + kv_head * p.head_stride + my_chunk * CHUNK_ELEMS;
   const int32_t* table = p.block_tables + int64_t(seq) * p.max_pages;
   const int page_mask = int(p.page_size - 1);
-  int* sPages = reinterpret_cast<int*>(sStage + STAGES * 2 * KT * D);  // [STAGES][KT]
+  int* sPages = reinterpret_cast<int*>(sRaw + STAGES * 2 * KT * D);  // [STAGES][KT]
   bool bad_page = false;
   auto lookup = [&](int t) {  // page id of key `tid` of stage t (threads < KT)
     const int j = k_begin + t * KT + tid;
     return j < k_end ? table[j >> page_shift] : 0;
   };
   auto issue_stage = [&](int t) {
-    T* sK = sStage + (t % STAGES) * 2 * KT * D;
-    T* sV = sK + KT * D;
+    KV* sK = sRaw + (t % STAGES) * 2 * KT * D;
+    KV* sV = sK + KT * D;
     const int* pages = sPages + (t % STAGES) * KT;
 #pragma unroll
     for (int i = 0; i < PASSES; ++i) {
@@ -145,8 +161,22 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
         valid = false;
       }
       const int64_t off = valid ? int64_t(page) * p.page_stride + int64_t(j & page_mask) * p.slot_stride : 0;
-      cp_async_16(sK + swz<D>(key, my_chunk), k_base + off, valid);
-      cp_async_16(sV + swz<D>(key, my_chunk), v_base + off, valid);
+      const int at = FP8 ? key * D + my_chunk * 16 : swz<D>(key, my_chunk);
+      cp_async_16(sK + at, k_base + off, valid);
+      cp_async_16(sV + at, v_base + off, valid);
+    }
+  };
+  // FP8: stage t's bytes as 16-bit values into the swizzled buffer the math reads.
+  const bool e5m2 = p.kv_e5m2;
+  auto convert_stage = [&](int t) {
+    const uint8_t* raw = reinterpret_cast<const uint8_t*>(sRaw + (t % STAGES) * 2 * KT * D);
+    for (int c = tid; c < 2 * KT * CPK_KV; c += kTileThreads) {  // K's chunks, then V's
+      const int kv = c / (KT * CPK_KV), key = (c / CPK_KV) % KT, ch = c % CPK_KV;
+      uint4 lo, hi;
+      fp8x16_to<T>(*reinterpret_cast<const uint4*>(raw + (kv * KT + key) * D + ch * 16), lo, hi, e5m2);
+      T* dst = sStage + kv * KT * D;
+      *reinterpret_cast<uint4*>(dst + swz<D>(key, 2 * ch)) = lo;
+      *reinterpret_cast<uint4*>(dst + swz<D>(key, 2 * ch + 1)) = hi;
     }
   };
 
@@ -179,7 +209,8 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
   // Scores in the log2 domain (softmax by exp2); with a soft cap c, the score becomes
   // c tanh(scale s / c) first (both factors folded into multipliers: no division per score).
   const bool capped = opt.soft_cap > 0.f;
-  const float s_mul = capped ? opt.scale / opt.soft_cap : opt.scale * kLog2e;
+  const float k_mul = FP8 ? opt.k_scale : 1.f;  // a key is k_cache * k_scale
+  const float s_mul = capped ? opt.scale * k_mul / opt.soft_cap : opt.scale * k_mul * kLog2e;
   const float cap_mul = opt.soft_cap * kLog2e;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   float acc[NT][4];
@@ -194,8 +225,12 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
     if (next < num_tiles) issue_stage(next);
     cp_async_commit();
     const int pending_page = (tid < KT && next + 1 < num_tiles) ? lookup(next + 1) : 0;
+    if constexpr (FP8) {
+      convert_stage(t);  // the barrier above: every warp is done reading the previous stage
+      __syncthreads();
+    }
 
-    const T* sK = sStage + (t % STAGES) * 2 * KT * D;
+    const T* sK = FP8 ? sStage : sStage + (t % STAGES) * 2 * KT * D;
     const T* sV = sK + KT * D;
     const int tile_start = k_begin + t * KT;
 #pragma unroll
@@ -305,6 +340,7 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
     const int64_t rr = row0 + r;
     return (q_begin + rr / G) * p.num_q_heads + int64_t(kv_head) * G + rr % G;
   };
+  const float v_mul = FP8 ? opt.v_scale : 1.f;  // a value is v_cache * v_scale
   auto store = [&](int64_t row, int d, float o) {
     if (num_splits == 1) static_cast<T*>(p.out)[row * D + d] = from_float<T>(o);
     else ws_out[(split * num_rows + row) * D + d] = o;
@@ -321,7 +357,7 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
       const int r = r_lo + 8 * h;
       if (r >= rows_here) continue;
       const int64_t row = out_row(r);
-      const float inv = l[h] > 0.f ? 1.f / l[h] : 0.f;
+      const float inv = l[h] > 0.f ? v_mul / l[h] : 0.f;
 #pragma unroll
       for (int n = 0; n < NT; ++n) {
         const int d = n * 8 + (lane & 3) * 2;
@@ -366,7 +402,7 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
         a_all += sAcc[(w * 16 + r) * D + d] * c;
       }
       const int64_t row = out_row(r);
-      store(row, d, bad_page ? NAN : (l_all > 0.f ? a_all / l_all : 0.f));
+      store(row, d, bad_page ? NAN : (l_all > 0.f ? a_all * v_mul / l_all : 0.f));
       if (d == 0) {
         store_lse(row, bad_page ? NAN : (l_all > 0.f ? (m_all + __log2f(l_all)) * kLn2 : -INFINITY));
       }
@@ -387,7 +423,7 @@ __device__ __forceinline__ int64_t tile_at(int64_t pos, int64_t n_large, int64_t
 
 // Grid: x = list position x KV head (head fastest), y = KV split. `work` is the list that
 // paged_tile_schedule_kernel wrote: [n_large, total, (seq, tile word) pairs...].
-template <typename T, int D, bool LARGE>
+template <typename T, int D, bool LARGE, bool FP8>
 __global__ void __launch_bounds__(kTileThreads)
     paged_tile_kernel(const PagedAttentionParams p, int page_shift, const int32_t* __restrict__ work,
                       float* __restrict__ ws_out, float* __restrict__ ws_lse) {
@@ -407,11 +443,11 @@ __global__ void __launch_bounds__(kTileThreads)
   }
   if constexpr (LARGE) {
     if (large) {
-      attend_tile<T, D, LARGE, 4>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
+      attend_tile<T, D, LARGE, FP8, 4>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
       return;
     }
   }
-  if (!large) attend_tile<T, D, LARGE, 1>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
+  if (!large) attend_tile<T, D, LARGE, FP8, 1>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
 }
 
 }  // namespace jaxpaged

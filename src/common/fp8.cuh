@@ -1,0 +1,70 @@
+// fp8 cache values (OCP float8_e4m3fn / float8_e5m2, jaxpaged/_fp8.py) as the kernels' 16-bit
+// floats. Exact: every e4m3 and e5m2 value, NaN and e5m2's infinities included, is a half and a
+// bf16 value, so a dequantized cache differs from the reference only by where the scale applies
+// (the kernels fold k_scale into the score scale and v_scale into the output).
+#pragma once
+
+#include <cstdint>
+
+#include "common/gpu_math.cuh"
+#include "gpu_vendor.h"
+#if !defined(JAXPAGED_VENDOR_HIP)
+#include <cuda_fp8.h>
+#endif
+
+namespace jaxpaged {
+
+#if defined(JAXPAGED_VENDOR_HIP) || defined(JAXPAGED_PORTABLE_FP8)
+// One fp8 byte as half bits, by bit operations (the portable path).
+__device__ __forceinline__ uint32_t fp8_to_half_bits(uint32_t b, bool e5m2) {
+  if (e5m2) return b << 8;  // e5m2 is the top byte of a half
+  const uint32_t sign = (b & 0x80u) << 8, em = b & 0x7Fu;
+  if (em == 0x7Fu) return sign | 0x7E00u;                // NaN
+  if (em >= 8u) return sign | ((em + (8u << 3)) << 7);   // normal: exponent bias 7 -> 15
+  if (em == 0u) return sign;                             // zero
+  const uint32_t lead = em >= 4u ? 2u : (em >= 2u ? 1u : 0u);  // subnormal em * 2^-9
+  return sign | ((lead + 6u) << 10) | ((em << (10u - lead)) & 0x3FFu);
+}
+#endif
+
+// Two fp8 values (low byte first) as a half2's bits (low half first).
+__device__ __forceinline__ uint32_t fp8x2_to_half2_bits(uint32_t two, bool e5m2) {
+#if defined(JAXPAGED_VENDOR_HIP) || defined(JAXPAGED_PORTABLE_FP8)
+  return fp8_to_half_bits(two & 0xFFu, e5m2) | (fp8_to_half_bits((two >> 8) & 0xFFu, e5m2) << 16);
+#else
+  const __nv_fp8x2_storage_t s = static_cast<__nv_fp8x2_storage_t>(two & 0xFFFFu);
+  const __half2_raw h = e5m2 ? __nv_cvt_fp8x2_to_halfraw2(s, __NV_E5M2) : __nv_cvt_fp8x2_to_halfraw2(s, __NV_E4M3);
+  return uint32_t(h.x) | (uint32_t(h.y) << 16);
+#endif
+}
+
+// A half2's bits as a pair of T (the tensor-core operand register of two values).
+template <typename T>
+__device__ __forceinline__ uint32_t half2_bits_as(uint32_t h);
+template <>
+__device__ __forceinline__ uint32_t half2_bits_as<gpu_half>(uint32_t h) {
+  return h;
+}
+template <>
+__device__ __forceinline__ uint32_t half2_bits_as<gpu_bf16>(uint32_t h) {
+  __half2 v;
+  *reinterpret_cast<uint32_t*>(&v) = h;
+  const float2 f = __half22float2(v);
+  return pack2<gpu_bf16>(f.x, f.y);  // exact: the values are fp8 values
+}
+
+// Sixteen fp8 values (one 16-byte chunk) as sixteen T values: two 16-byte chunks of T.
+template <typename T>
+__device__ __forceinline__ void fp8x16_to(const uint4& in, uint4& lo, uint4& hi, bool e5m2) {
+  const uint32_t w[4] = {in.x, in.y, in.z, in.w};
+  uint32_t o[8];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    o[2 * i] = half2_bits_as<T>(fp8x2_to_half2_bits(w[i] & 0xFFFFu, e5m2));
+    o[2 * i + 1] = half2_bits_as<T>(fp8x2_to_half2_bits(w[i] >> 16, e5m2));
+  }
+  lo = make_uint4(o[0], o[1], o[2], o[3]);
+  hi = make_uint4(o[4], o[5], o[6], o[7]);
+}
+
+}  // namespace jaxpaged

@@ -19,7 +19,8 @@ cat "$OUT/gpu.txt"
 start=$(date +%s)
 # Peers and test helpers travel as wheels (carry .whl): sgl-flash-mla, flash-attn3-jax, pytest-xdist.
 if compgen -G "$REPO/.whl/*.whl" > /dev/null; then
-  python3 -m pip install -q --no-deps --no-index --target /tmp/site "$REPO"/.whl/*.whl > "$OUT/wheels.log" 2>&1
+  # (its log outside $OUT: the device tool returns only a few files, the ones that matter go there)
+  python3 -m pip install -q --no-deps --no-index --target /tmp/site "$REPO"/.whl/*.whl > /tmp/wheels.log 2>&1
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
 export XLA_PYTHON_CLIENT_PREALLOCATE=false  # JAX and torch (FlashMLA) share the GPU
@@ -75,5 +76,7 @@ if [[ -n ${san_pid:-} ]]; then
     tail -20 "$OUT/sanitize_build.log"; echo "SANITIZE DRIVER BUILD FAILED"; status=1
   fi
 fi
+# The summary last (a caller's `tail` keeps it): the tests' result line, then the time.
+[[ -f $OUT/tests.log ]] && echo "tests: $(grep -E "passed|failed|error" "$OUT/tests.log" | tail -1)"
 echo "total: $(( $(date +%s) - start )) s, status $status"
 exit $status

@@ -4,6 +4,11 @@ bench/peers.py - and the jnp reference; every output is checked against the refe
 timed per call and per layer inside a 32-layer step.
 
     python bench/bench.py --out DIR [--only NAME ...] [--ours-only]
+    python bench/bench.py --out DIR --merge A.json B.json ...
+
+The whole list no longer fits one 600 s device call: run it as `--only` halves in back-to-back calls
+on the same build, then --merge their JSONs (configs in list order; copy bandwidth from the first)
+into DIR/<gpu>.json, RESULTS.md and the plot.
 
 The peers come from wheels downloaded on a networked machine into .whl/ (see bench/peers.py and
 the README); bench/device_run.sh installs them on the GPU machine.
@@ -74,6 +79,8 @@ CONFIGS = [
     Paged("decode_b256_ctx1k", batch=256, ctx=1024),
     Paged("decode_h64_b32_ctx8k", hq=64, batch=32, ctx=8192),
     Paged("decode_b1_ctx128k", batch=1, ctx=131072),
+    Paged("decode_b1_ctx8k", batch=1, ctx=8192),
+    Paged("decode_b16_ctx2k", batch=16, ctx=2048),
     Paged("decode_mha_b32_ctx4k", hq=32, hkv=32, batch=32),
     Paged("decode_d256_softcap_b32_ctx8k", hq=16, dim=256, soft_cap=50.0, batch=32, ctx=8192),
     Paged("decode_varlen_b128", batch=128, ctx=8192, varlen=(128, 8192)),
@@ -87,6 +94,9 @@ CONFIGS = [
     Mla("mla_h16_b128_ctx4k_page1", heads=16, batch=128, page=1, combined=False),
     Mla("mla_h128_b1_ctx32k", batch=1, ctx=32768),
     Mla("mla_h128_varlen_b128", batch=128, ctx=16384, varlen=(256, 16384)),
+    Mla("mla_h64_b128_ctx4k", heads=64, batch=128),
+    Mla("mla_h16_b128_ctx4k_page64", heads=16, batch=128),
+    Mla("mla_h128_b4_ctx4k", batch=4),
 ]
 
 
@@ -248,7 +258,10 @@ def main():
     parser.add_argument("--out", default=".")
     parser.add_argument("--only", nargs="*", help="config names to run (default: all)")
     parser.add_argument("--ours-only", action="store_true", help="time our op alone (no peers, no reference)")
+    parser.add_argument("--merge", nargs="*", help="JSON files of earlier runs to combine (no timing)")
     args = parser.parse_args()
+    if args.merge:
+        return merge(args.merge, args.out)
     device = jax.devices()[0].device_kind
     slug = "h100" if "H100" in device else ("h200" if "H200" in device else device.split()[-1].lower())
     date = datetime.date.today().isoformat()
@@ -276,6 +289,25 @@ def main():
     with open(os.path.join(args.out, "RESULTS.md"), "w") as f:
         f.write(render_table(records, device, date, jax.__version__))
     plot(records, os.path.join(args.out, f"{slug}_bandwidth.png"))
+
+
+def merge(paths, out):
+    """One table from the records of several runs (the halves of one run split over device calls)."""
+    by_name = {}
+    for path in paths:
+        with open(path) as f:
+            for rec in json.load(f):
+                by_name[rec["config"]] = rec
+    order = [c.name for c in CONFIGS]
+    records = sorted(by_name.values(), key=lambda r: order.index(r["config"]) if r["config"] in order else len(order))
+    first = records[0]
+    slug = "h100" if "H100" in first["device"] else ("h200" if "H200" in first["device"] else "gpu")
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, f"{slug}.json"), "w") as f:
+        json.dump(records, f, indent=1)
+    with open(os.path.join(out, "RESULTS.md"), "w") as f:
+        f.write(render_table(records, first["device"], first["date"], first["jax_version"]))
+    plot(records, os.path.join(out, f"{slug}_bandwidth.png"))
 
 
 if __name__ == "__main__":

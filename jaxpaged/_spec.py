@@ -103,6 +103,9 @@ def _register_ffi_lowerings(prim: Primitive, target: str, spec: OpSpec) -> None:
         why = spec.gpu_unsupported(ctx.avals_in, params)
         if why is not None:
             raise ValueError(f"jaxpaged: {prim.name} on GPU: {why}")
+        if target not in _extension.GPU_TARGETS:
+            raise ValueError(f"jaxpaged: {prim.name} has no {_extension.GPU_PLATFORM} kernel in this build "
+                             "(it runs on CPU)")
         nbytes = max(spec.workspace_bytes(ctx.avals_in, params, d) for d in _gpu_ordinals(ctx))
         ws_aval = jax.core.ShapedArray((max(-(-nbytes // 4), 1),), jnp.float32)
         ctx = ctx.replace(avals_out=[*ctx.avals_out, ws_aval])

@@ -67,4 +67,17 @@ __device__ __forceinline__ void fp8x16_to(const uint4& in, uint4& lo, uint4& hi,
   hi = make_uint4(o[4], o[5], o[6], o[7]);
 }
 
+// Eight fp8 values (one 8-byte load) as floats.
+__device__ __forceinline__ void fp8x8_to_float(const uint2& in, bool e5m2, float out[8]) {
+  const uint32_t w[2] = {in.x, in.y};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    __half2 h;
+    *reinterpret_cast<uint32_t*>(&h) = fp8x2_to_half2_bits((w[i / 2] >> (16 * (i % 2))) & 0xFFFFu, e5m2);
+    const float2 f = __half22float2(h);
+    out[2 * i] = f.x;
+    out[2 * i + 1] = f.y;
+  }
+}
+
 }  // namespace jaxpaged

@@ -2,6 +2,7 @@
 // on, occupancy, and the one switch from an FFI dtype to the kernels' 16-bit element type.
 #pragma once
 
+#include <cstdlib>
 #include <string>
 #include <utility>
 
@@ -61,6 +62,19 @@ template <typename Kernel>
 ffi::Error allow_smem(Kernel kernel, size_t bytes, const char* what) {
   if (gpu::allow_dynamic_smem(kernel, int(bytes)) == gpu::kSuccess) return ffi::Error::Success();
   return last_launch_error(what);
+}
+
+// Whether the handlers run the portable kernels (CUDA cores, no inline assembly) instead of the
+// architecture-specific ones: always in a ROCm build; in a CUDA build when the environment sets
+// JAXPAGED_PORTABLE_KERNELS to anything but "" or "0" (read when a call is launched or captured),
+// so the GPU suite can run that exact source on an NVIDIA GPU.
+inline bool use_portable_kernels() {
+#if defined(JAXPAGED_VENDOR_HIP)
+  return true;
+#else
+  const char* v = std::getenv("JAXPAGED_PORTABLE_KERNELS");
+  return v != nullptr && v[0] != '\0' && !(v[0] == '0' && v[1] == '\0');
+#endif
 }
 
 // log2 of a power-of-two page size: kernels find a key's page with j >> shift.

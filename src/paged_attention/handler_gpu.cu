@@ -10,6 +10,7 @@ namespace jaxpaged {
 
 namespace {
 
+#if !defined(JAXPAGED_VENDOR_HIP)  // the tile kernel (mma.sync, cp.async) is CUDA-only
 // The instance without the large-tile path serves pure decode with a GQA group of at most 16.
 template <typename T, int D, bool FP8>
 ffi::Error launch_for_dim(const PagedAttentionParams& p, const PagedWorkspace& w, float* ws, gpuStream_t s) {
@@ -27,6 +28,7 @@ ffi::Error launch_for_cache(const PagedAttentionParams& p, const PagedWorkspace&
       return ffi::Error::InvalidArgument("jaxpaged: GPU paged_attention supports head dims 64, 128, 256");
   }
 }
+#endif
 
 ffi::Error paged_attention_gpu_impl(ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v,
                                     ffi::Buffer<ffi::S32> kv_lens, ffi::Buffer<ffi::S32> block_tables,
@@ -57,7 +59,15 @@ ffi::Error run_paged_attention_gpu(const PagedAttentionParams& p, ffi::DataType 
   }
   return with_gpu_dtype(dtype, "paged_attention", [&](auto t) -> ffi::Error {
     using T = decltype(t);
+    if (use_portable_kernels()) {
+      return fp8_cache ? launch_paged_portable<T, true>(p, w, ws, stream)
+                       : launch_paged_portable<T, false>(p, w, ws, stream);
+    }
+#if defined(JAXPAGED_VENDOR_HIP)
+    return ffi::Error::Internal("jaxpaged: unreachable (a ROCm build runs the portable kernels)");
+#else
     return fp8_cache ? launch_for_cache<T, true>(p, w, ws, stream) : launch_for_cache<T, false>(p, w, ws, stream);
+#endif
   });
 }
 

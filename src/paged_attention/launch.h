@@ -21,6 +21,13 @@ template <typename T, int D, bool LARGE, bool FP8>
 ffi::Error launch_paged_tiles(const PagedAttentionParams& p, const PagedWorkspace& w, float* ws,
                               gpuStream_t stream);
 
+// The portable path (portable/kernel.cuh: CUDA cores, no inline assembly; what a ROCm build
+// runs, and the NVIDIA build with JAXPAGED_PORTABLE_KERNELS=1), then the merge of KV splits.
+// portable/launch.cu.
+template <typename T, bool FP8>
+ffi::Error launch_paged_portable(const PagedAttentionParams& p, const PagedWorkspace& w, float* ws,
+                                 gpuStream_t stream);
+
 // What the GPU handler does once the call is decoded: check the workspace (ws_floats words at ws),
 // pick the instance for q's dtype, the cache's (fp8_cache: float8, p.kv_e5m2 says which) and the
 // head dim, launch. handler_gpu.cu; also the entry point of

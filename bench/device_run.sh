@@ -5,6 +5,8 @@
 # BENCH_ARGS: extra bench.py arguments (e.g. "--only decode_b64_ctx4k"); SANITIZE_TOOLS: which
 # tools (default "memcheck racecheck synccheck initcheck"). The sanitizer's build starts in the
 # background at once, so it overlaps the other modes.
+# JAXPAGED_PORTABLE_KERNELS=1 in the environment runs the portable paged kernel instead of the
+# tile kernel (tests, bench and the sanitizer driver alike).
 # Logs and results go under $OUT; a short summary is printed last.
 set -uo pipefail
 MODE=${1:-all}

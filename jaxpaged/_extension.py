@@ -20,7 +20,7 @@ except ImportError as e:  # most often: the source tree, which has no compiled m
 GPU_PLATFORM: str | None = _jaxpaged.gpu_platform()
 # The lowering-platform spelling JAX uses for it ("cuda" / "rocm").
 GPU_LOWERING_PLATFORM: str | None = GPU_PLATFORM.lower() if GPU_PLATFORM else None
-# The FFI targets this build has GPU handlers for (a ROCm build has no MLA decode yet).
+# The FFI targets this build has GPU handlers for (a lowering for any other raises a ValueError).
 GPU_TARGETS: frozenset[str] = frozenset(_jaxpaged.registrations().get(GPU_PLATFORM, {})) if GPU_PLATFORM else frozenset()
 
 # Bytes of GPU workspace of one call (the layouts are defined in C++: src/*/workspace.h).

@@ -18,9 +18,7 @@ XLA_FFI_Error* jaxpaged_mla_decode_sparse_cpu(XLA_FFI_CallFrame*);  // no GPU ke
 XLA_FFI_Error* jaxpaged_write_rows_cpu(XLA_FFI_CallFrame*);
 #ifdef JAXPAGED_WITH_GPU
 XLA_FFI_Error* jaxpaged_paged_attention_gpu(XLA_FFI_CallFrame*);
-#ifndef JAXPAGED_NO_MLA_GPU
 XLA_FFI_Error* jaxpaged_mla_decode_gpu(XLA_FFI_CallFrame*);
-#endif
 XLA_FFI_Error* jaxpaged_write_rows_gpu(XLA_FFI_CallFrame*);
 #endif
 }
@@ -55,7 +53,7 @@ int64_t mla_decode_workspace(int64_t batch, int64_t s_q, int64_t num_heads, int6
   p.num_heads = num_heads;
   p.max_pages = max_pages;
   p.page_size = page_size;
-#if defined(JAXPAGED_WITH_GPU) && !defined(JAXPAGED_NO_MLA_GPU)
+#ifdef JAXPAGED_WITH_GPU
   return jaxpaged::mla_decode_workspace_bytes(p, device);
 #else
   (void)device;  // no GPU kernels: the sm_80 path's layout, for the record
@@ -79,9 +77,7 @@ NB_MODULE(_jaxpaged, m) {
 #ifdef JAXPAGED_WITH_GPU
     nb::dict gpu;
     gpu["jaxpaged_paged_attention"] = as_capsule(jaxpaged_paged_attention_gpu);
-#ifndef JAXPAGED_NO_MLA_GPU  // a ROCm build: no AMD kernel for MLA decode yet
     gpu["jaxpaged_mla_decode"] = as_capsule(jaxpaged_mla_decode_gpu);
-#endif
     gpu["jaxpaged_write_rows"] = as_capsule(jaxpaged_write_rows_gpu);
     out[JAXPAGED_GPU_PLATFORM] = gpu;
 #endif

@@ -1,7 +1,7 @@
 """The ROCm side compiles (when hipcc is installed; .ci/run installs Debian's): the vendor layer
-(tests/hip/vendor_check.cpp) and the units a ROCm build of paged attention consists of - the
-portable kernel (the source the NVIDIA build runs with JAXPAGED_PORTABLE_KERNELS=1), its handler
-and the split merge - through hipcc for gfx90a. Nothing here runs on AMD hardware (there is none)."""
+(tests/hip/vendor_check.cpp) and the HIP units of a ROCm build - the portable kernels (the source
+the NVIDIA build runs with JAXPAGED_PORTABLE_KERNELS=1), the handlers, the split merge - one by one
+through hipcc for gfx90a (tests/test_rocm_build.py builds and links the whole ROCm wheel). Nothing here runs on AMD hardware (there is none)."""
 
 import os
 import pathlib
@@ -13,7 +13,8 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 UNITS = ["tests/hip/vendor_check.cpp", "src/paged_attention/portable/launch.cu",
-         "src/paged_attention/handler_gpu.cu", "src/common/combine_splits.cu"]
+         "src/paged_attention/handler_gpu.cu", "src/mla_decode/portable/launch.cu",
+         "src/mla_decode/handler_gpu.cu", "src/common/combine_splits.cu", "src/write_rows/handler_gpu.cu"]
 
 
 @pytest.mark.skipif(shutil.which("hipcc") is None, reason="hipcc not installed")

@@ -1,8 +1,9 @@
 """The ROCm build (issue 19): `pip wheel . -C cmake.define.JAXPAGED_ROCM=ON` compiles the HIP units
 with hipcc for gfx90a (when hipcc is installed; .ci/run installs Debian's) and links them with the
 HIP runtime. The resulting package imports on this GPU-less machine, registers its handlers for XLA
-platform "ROCM" (paged attention and the row writes; MLA decode has no AMD kernel yet), lowers
-paged attention for "rocm" to its custom call and refuses MLA decode there with a clear error.
+platform "ROCM" (paged attention and MLA decode through the portable kernels, the row writes),
+lowers both ops for "rocm" to their custom calls and refuses there what has no kernel (sparse MLA)
+with a clear error.
 Nothing here runs on AMD hardware (there is none)."""
 
 import os
@@ -20,19 +21,25 @@ CHECK = r"""
 import jax, jax.numpy as jnp, numpy as np, jaxpaged
 from jaxpaged import _extension, _inputs
 assert jaxpaged.gpu_platform == "ROCM", jaxpaged.gpu_platform
-assert _extension.GPU_TARGETS == {"jaxpaged_paged_attention", "jaxpaged_write_rows"}, _extension.GPU_TARGETS
+assert _extension.GPU_TARGETS == {"jaxpaged_paged_attention", "jaxpaged_mla_decode", "jaxpaged_write_rows"}, \
+    _extension.GPU_TARGETS
+rocm = dict(lowering_platforms=("rocm",))
 rng = np.random.default_rng(0)
 args = _inputs.paged_inputs(rng, q_lens=[1, 1], kv_lens=[30, 50], num_q_heads=4, num_kv_heads=2, head_dim=64,
                             page_size=16, dtype=jnp.bfloat16, decode=True)[:5]
-hlo = jax.jit(jaxpaged.paged_attention).trace(*args).lower(lowering_platforms=("rocm",)).as_text()
+hlo = jax.jit(jaxpaged.paged_attention).trace(*args).lower(**rocm).as_text()
 assert "jaxpaged_paged_attention" in hlo
 mla = _inputs.mla_inputs(rng, kv_lens=np.array([30, 50]), s_q=1, num_heads=16, page_size=16, dtype=jnp.bfloat16,
                          combined=True)
+hlo = jax.jit(lambda *a: jaxpaged.mla_decode(*a, scale=0.1)).trace(*mla).lower(**rocm).as_text()
+assert "jaxpaged_mla_decode" in hlo
+q_nope, q_pe, ckv = mla[:3]
+idx = jnp.zeros((2, 1, 8), jnp.int32)
 try:
-    jax.jit(lambda *a: jaxpaged.mla_decode(*a, scale=0.1)).trace(*mla).lower(lowering_platforms=("rocm",))
-    raise AssertionError("mla_decode lowered for ROCm")
+    jax.jit(lambda *a: jaxpaged.mla_decode_sparse(*a, scale=0.1)).trace(q_nope, q_pe, ckv, None, idx).lower(**rocm)
+    raise AssertionError("mla_decode_sparse lowered for ROCm")
 except ValueError as e:
-    assert "no ROCM kernel" in str(e), e
+    assert "no GPU kernel for sparse MLA" in str(e), e
 out = jaxpaged.paged_attention(*args)  # the CPU handlers are all there
 assert np.isfinite(np.asarray(out, np.float32)).all()
 print("rocm build ok")

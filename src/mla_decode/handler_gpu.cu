@@ -26,6 +26,7 @@ namespace {
 // The image check is the runtime's choice for the current device, so a machine that mixes GPU
 // generations should lower per device. Cached per device.
 MlaDevice mla_device(int device) {
+  if (use_portable_kernels()) return MlaDevice{sm_count(device), false};  // the split layout
   static int cached[64];  // 0 unknown, 1 Hopper path, 2 not
   int state = device >= 0 && device < 64 ? cached[device] : 0;
   if (state == 0) {
@@ -85,11 +86,16 @@ ffi::Error run_mla_decode_gpu(const MlaDecodeParams& p, ffi::DataType dtype, flo
   }
   return with_gpu_dtype(dtype, "mla_decode", [&](auto t) -> ffi::Error {
     using T = decltype(t);
+    if (use_portable_kernels()) return launch_mla_portable<T>(p, w, ws, stream);
 #if defined(JAXPAGED_WITH_SM90)
     if (w.hopper) return launch_hopper<T>(p, w, ws, stream);
 #endif
+#if defined(JAXPAGED_VENDOR_HIP)
+    return ffi::Error::Internal("jaxpaged: unreachable (a ROCm build runs the portable kernels)");
+#else
     return mla_row_tiles(p.s_q * p.num_heads) == 4 ? launch_mla_sm80<T, 4>(p, w, ws, stream)
                                                    : launch_mla_sm80<T, 1>(p, w, ws, stream);
+#endif
   });
 }
 

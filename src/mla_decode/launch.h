@@ -30,6 +30,12 @@ ffi::Error launch_mla_merge(const MlaDecodeParams& p, int parts, const MlaSchedu
 // or 0 when there is none (a build without sm_90a, or another GPU). sm90/launch.cuh.
 int mla_sm90_binary_version();
 
+// The portable path (portable/kernel.cuh: CUDA cores, no inline assembly; what a ROCm build runs,
+// and the NVIDIA build with JAXPAGED_PORTABLE_KERNELS=1) on the sm_80 workspace layout, then the
+// merge of KV splits. portable/launch.cu.
+template <typename T>
+ffi::Error launch_mla_portable(const MlaDecodeParams& p, const MlaWorkspace& w, float* ws, gpuStream_t stream);
+
 // What the GPU handler does once the call is decoded: lay out the workspace for the current device
 // (ws_floats words at ws), pick the path and instance for q's dtype, launch. handler_gpu.cu; also
 // the entry point of tools/sanitize_driver.cu, which runs the kernels without JAX.

@@ -1,0 +1,161 @@
+// MLA decode on plain CUDA cores: the portable path (issue 19), like the paged one
+// (src/paged_attention/portable/kernel.cuh): no tensor-core instruction, no asynchronous copy, no
+// inline assembly, no warp shuffle - so this source is what a ROCm build compiles and what the
+// NVIDIA build runs with JAXPAGED_PORTABLE_KERNELS=1. 16-bit caches (split or combined 576).
+//
+// Block = (batch row b, query token i, up to 16 query heads, KV split), 128 threads. The heads'
+// 576-wide queries sit in shared memory; the sequence's cache rows stream through in tiles of 16
+// tokens. Per tile: S [heads x 16] (each thread two (head, token) dot products over 576), then
+// each head's online softmax and O += P V, a head's 512 output columns owned by 8 threads (64
+// each). A bad page id among the visible tokens, or a NaN key, makes the block's rows NaN, as in
+// the reference; masked tokens are never read.
+#pragma once
+
+#include <cstdint>
+
+#include "common/gpu_math.cuh"
+#include "common/masking.h"
+#include "mla_decode/params.h"
+
+namespace jaxpaged {
+
+constexpr int kMlaPortableThreads = 128;
+constexpr int kMlaPortableHeads = 16;  // query heads per block (8 threads per head)
+constexpr int kMlaPortableKeys = 16;   // cache tokens per tile
+
+template <typename T>
+__global__ void __launch_bounds__(kMlaPortableThreads)
+    mla_portable_kernel(const MlaDecodeParams p, int page_shift, float* __restrict__ ws_out,
+                        float* __restrict__ ws_lse) {
+  constexpr int HB = kMlaPortableHeads, KT = kMlaPortableKeys, NT = kMlaPortableThreads;
+  constexpr int W = kMlaLatentDim + kMlaRopeDim;  // 576
+  constexpr int S = W + 8;                        // row stride: 1168 bytes, rows start in different banks
+  constexpr int CH = W / 8;                       // 16-byte chunks per row (64 latent + 8 rope)
+  constexpr int TPH = NT / HB;                    // threads per head
+  constexpr int DPT = kMlaLatentDim / TPH;        // output columns per thread
+  static_assert(TPH * HB == NT && DPT * TPH == kMlaLatentDim, "8 threads x 64 columns per head");
+  __shared__ __align__(16) T sQ[HB * S];
+  __shared__ __align__(16) T sK[KT * S];
+  __shared__ float sS[HB][KT];
+  __shared__ int sPoison;
+
+  const int tid = threadIdx.x;
+  const int64_t groups = (p.num_heads + HB - 1) / HB;
+  const int64_t b = blockIdx.x / (p.s_q * groups);
+  const int64_t i = (blockIdx.x / groups) % p.s_q;
+  const int64_t h0 = (blockIdx.x % groups) * HB;
+  const int hb = int(p.num_heads - h0 < HB ? p.num_heads - h0 : HB);  // heads in this block
+  const int split = blockIdx.z, num_splits = gridDim.z;
+
+  // Visible tokens of query token i, and this split's share in whole tiles.
+  const int64_t kv_len = clamp_kv_len(p.kv_lens[b], p.max_pages * p.page_size);
+  const int64_t end = p.causal ? visible_keys(kv_len, p.s_q, i, 0).end : kv_len;
+  const int64_t n = end > 0 ? end : 0;
+  const int64_t per_split = (n + num_splits - 1) / num_splits;
+  const int64_t chunk = (per_split + KT - 1) / KT * KT;
+  const int64_t k_begin = split * chunk;
+  const int64_t k_end = k_begin + chunk < n ? k_begin + chunk : n;
+
+  // Queries: latent then rope; heads past the call's read as 0.
+  const T* q_nope = static_cast<const T*>(p.q_nope);
+  const T* q_pe = static_cast<const T*>(p.q_pe);
+  for (int c = tid; c < HB * CH; c += NT) {
+    const int h = c / CH, ch = c % CH;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (h < hb) {
+      const int64_t row = (b * p.s_q + i) * p.num_heads + h0 + h;
+      v = ch < kMlaLatentDim / 8 ? *reinterpret_cast<const uint4*>(q_nope + row * kMlaLatentDim + ch * 8)
+                                 : *reinterpret_cast<const uint4*>(q_pe + row * kMlaRopeDim + (ch - 64) * 8);
+    }
+    *reinterpret_cast<uint4*>(sQ + h * S + ch * 8) = v;
+  }
+  if (tid == 0) sPoison = 0;
+
+  const float s_mul = mla_scale(p) * kLog2e;  // scores in the log2 domain
+  const int my_head = tid / TPH, d0 = (tid % TPH) * DPT;
+  float m = -INFINITY, l = 0.f, acc[DPT];
+#pragma unroll
+  for (int d = 0; d < DPT; ++d) acc[d] = 0.f;
+  const int32_t* table = p.block_tables + b * p.max_pages;
+  const int64_t page_mask = p.page_size - 1;
+  const T* ckv = static_cast<const T*>(p.ckv);
+  const T* kpe = static_cast<const T*>(p.kpe);
+  bool poison = false;
+
+  for (int64_t base = k_begin; base < k_end; base += KT) {
+    __syncthreads();  // the previous tile's readers are done (and, first time, the queries landed)
+    for (int c = tid; c < KT * CH; c += NT) {
+      const int k = c / CH, ch = c % CH;
+      const int64_t j = base + k;
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (j < k_end) {
+        const int64_t page = table[j >> page_shift];
+        if (page < 0 || page >= p.num_pages) {
+          poison = true;
+        } else {
+          const int64_t slot = j & page_mask;
+          v = ch < kMlaLatentDim / 8
+                  ? *reinterpret_cast<const uint4*>(ckv + page * p.ckv_page_stride + slot * p.ckv_slot_stride + ch * 8)
+                  : *reinterpret_cast<const uint4*>(kpe + page * p.kpe_page_stride + slot * p.kpe_slot_stride +
+                                                    (ch - 64) * 8);
+        }
+      }
+      *reinterpret_cast<uint4*>(sK + k * S + ch * 8) = v;
+    }
+    __syncthreads();
+    // S: (head, token) pairs tid and tid + NT.
+    for (int pair = tid; pair < HB * KT; pair += NT) {
+      const int h = pair / KT, k = pair % KT;
+      float dot = 0.f;
+      for (int e = 0; e < W; e += 2) {
+        dot += to_float(sQ[h * S + e]) * to_float(sK[k * S + e]) +
+               to_float(sQ[h * S + e + 1]) * to_float(sK[k * S + e + 1]);
+      }
+      const bool visible = base + k < k_end;
+      poison |= visible && h < hb && dot != dot;  // a NaN key: the reference's rows are NaN
+      sS[h][k] = visible ? dot * s_mul : -INFINITY;
+    }
+    __syncthreads();
+    // Online softmax of this thread's head (its 8 threads compute the same state), then O += P V.
+    float m_tile = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < KT; ++k) m_tile = fmaxf(m_tile, sS[my_head][k]);
+    const float m_new = fmaxf(m, m_tile);
+    if (m_new == -INFINITY) continue;  // nothing visible yet
+    const float corr = rescale(m, m_new);
+    m = m_new;
+    l *= corr;
+#pragma unroll
+    for (int d = 0; d < DPT; ++d) acc[d] *= corr;
+    for (int k = 0; k < KT; ++k) {
+      const float w = fast_exp2(sS[my_head][k] - m_new);
+      l += w;
+      if (w == 0.f) continue;
+      const T* v = sK + k * S + d0;
+#pragma unroll
+      for (int d = 0; d < DPT; ++d) acc[d] += w * to_float(v[d]);
+    }
+  }
+  if (poison) sPoison = 1;  // benign race: every writer stores 1
+  __syncthreads();
+  const bool poisoned = sPoison != 0;
+
+  if (my_head >= hb) return;
+  const int64_t num_rows = p.batch * p.s_q * p.num_heads;
+  const int64_t row = (b * p.s_q + i) * p.num_heads + h0 + my_head;
+  const bool empty = !(l > 0.f);
+  const float inv = empty ? 0.f : 1.f / l;
+  const float row_lse = poisoned ? NAN : (empty ? -INFINITY : (m + __log2f(l)) * kLn2);
+#pragma unroll
+  for (int d = 0; d < DPT; ++d) {
+    const float o = poisoned ? NAN : acc[d] * inv;
+    if (num_splits == 1) static_cast<T*>(p.out)[row * kMlaLatentDim + d0 + d] = from_float<T>(o);
+    else ws_out[(split * num_rows + row) * kMlaLatentDim + d0 + d] = o;
+  }
+  if (tid % TPH == 0) {
+    if (num_splits == 1) p.lse[row] = row_lse;
+    else ws_lse[split * num_rows + row] = row_lse;
+  }
+}
+
+}  // namespace jaxpaged

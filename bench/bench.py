@@ -3,12 +3,13 @@ inputs - FlashMLA (MLA), FlashAttention-3 and JAX's Pallas kernel (paged decode)
 bench/peers.py - and the jnp reference; every output is checked against the reference. Each op is
 timed per call and per layer inside a 32-layer step.
 
-    python bench/bench.py --out DIR [--only NAME ...] [--ours-only]
+    python bench/bench.py --out DIR [--only NAME ...] [--part K/N] [--ours-only]
     python bench/bench.py --out DIR --merge A.json B.json ...
 
-The whole list no longer fits one 600 s device call: run it as `--only` halves in back-to-back calls
-on the same build, then --merge their JSONs (configs in list order; copy bandwidth from the first)
-into DIR/<gpu>.json, RESULTS.md and the plot.
+The whole list no longer fits one 600 s device call: run it in parts (`--part 1/2`, `--part 2/2`:
+every other config, so each part mixes paged and MLA) in back-to-back calls on the same build, then
+--merge their JSONs (configs in list order; copy bandwidth from the first) into DIR/<gpu>.json,
+RESULTS.md and the plot.
 
 The peers come from wheels downloaded on a networked machine into .whl/ (see bench/peers.py and
 the README); bench/device_run.sh installs them on the GPU machine.
@@ -259,6 +260,7 @@ def main():
     parser.add_argument("--only", nargs="*", help="config names to run (default: all)")
     parser.add_argument("--ours-only", action="store_true", help="time our op alone (no peers, no reference)")
     parser.add_argument("--merge", nargs="*", help="JSON files of earlier runs to combine (no timing)")
+    parser.add_argument("--part", help="K/N: time only configs K, K+N, K+2N, ... (1-based) of the list")
     args = parser.parse_args()
     if args.merge:
         return merge(args.merge, args.out)
@@ -269,8 +271,11 @@ def main():
     print(f"{device}: copy bandwidth {copy_GBps:.0f} GB/s", flush=True)
     os.makedirs(args.out, exist_ok=True)
     records = []
-    for cfg in CONFIGS:
+    k, n = map(int, args.part.split("/")) if args.part else (1, 1)
+    for index, cfg in enumerate(CONFIGS):
         if args.only and cfg.name not in args.only:
+            continue
+        if index % n != k - 1:
             continue
         t0 = time.perf_counter()
         seed = sum(map(ord, cfg.name))  # fixed per config, so varlen lengths repeat across runs

@@ -19,6 +19,7 @@ XLA_FFI_Error* jaxpaged_write_rows_cpu(XLA_FFI_CallFrame*);
 #ifdef JAXPAGED_WITH_GPU
 XLA_FFI_Error* jaxpaged_paged_attention_gpu(XLA_FFI_CallFrame*);
 XLA_FFI_Error* jaxpaged_mla_decode_gpu(XLA_FFI_CallFrame*);
+XLA_FFI_Error* jaxpaged_mla_decode_sparse_gpu(XLA_FFI_CallFrame*);
 XLA_FFI_Error* jaxpaged_write_rows_gpu(XLA_FFI_CallFrame*);
 #endif
 }
@@ -78,6 +79,7 @@ NB_MODULE(_jaxpaged, m) {
     nb::dict gpu;
     gpu["jaxpaged_paged_attention"] = as_capsule(jaxpaged_paged_attention_gpu);
     gpu["jaxpaged_mla_decode"] = as_capsule(jaxpaged_mla_decode_gpu);
+    gpu["jaxpaged_mla_decode_sparse"] = as_capsule(jaxpaged_mla_decode_sparse_gpu);
     gpu["jaxpaged_write_rows"] = as_capsule(jaxpaged_write_rows_gpu);
     out[JAXPAGED_GPU_PLATFORM] = gpu;
 #endif

@@ -14,7 +14,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 UNITS = ["tests/hip/vendor_check.cpp", "src/paged_attention/portable/launch.cu",
          "src/paged_attention/handler_gpu.cu", "src/mla_decode/portable/launch.cu",
-         "src/mla_decode/handler_gpu.cu", "src/common/combine_splits.cu", "src/write_rows/handler_gpu.cu"]
+         "src/mla_decode/handler_gpu.cu", "src/mla_sparse/handler_gpu.cu", "src/common/combine_splits.cu",
+         "src/write_rows/handler_gpu.cu"]
 
 
 @pytest.mark.skipif(shutil.which("hipcc") is None, reason="hipcc not installed")

@@ -2,8 +2,8 @@
 with hipcc for gfx90a (when hipcc is installed; .ci/run installs Debian's) and links them with the
 HIP runtime. The resulting package imports on this GPU-less machine, registers its handlers for XLA
 platform "ROCM" (paged attention and MLA decode through the portable kernels, the row writes),
-lowers both ops for "rocm" to their custom calls and refuses there what has no kernel (sparse MLA)
-with a clear error.
+lowers the ops for "rocm" to their custom calls and refuses there what has no kernel (fp8 MLA
+caches) with a clear error.
 Nothing here runs on AMD hardware (there is none)."""
 
 import os
@@ -21,8 +21,8 @@ CHECK = r"""
 import jax, jax.numpy as jnp, numpy as np, jaxpaged
 from jaxpaged import _extension, _inputs
 assert jaxpaged.gpu_platform == "ROCM", jaxpaged.gpu_platform
-assert _extension.GPU_TARGETS == {"jaxpaged_paged_attention", "jaxpaged_mla_decode", "jaxpaged_write_rows"}, \
-    _extension.GPU_TARGETS
+assert _extension.GPU_TARGETS == {"jaxpaged_paged_attention", "jaxpaged_mla_decode", "jaxpaged_mla_decode_sparse",
+                                  "jaxpaged_write_rows"}, _extension.GPU_TARGETS
 rocm = dict(lowering_platforms=("rocm",))
 rng = np.random.default_rng(0)
 args = _inputs.paged_inputs(rng, q_lens=[1, 1], kv_lens=[30, 50], num_q_heads=4, num_kv_heads=2, head_dim=64,
@@ -35,11 +35,13 @@ hlo = jax.jit(lambda *a: jaxpaged.mla_decode(*a, scale=0.1)).trace(*mla).lower(*
 assert "jaxpaged_mla_decode" in hlo
 q_nope, q_pe, ckv = mla[:3]
 idx = jnp.zeros((2, 1, 8), jnp.int32)
+sparse = jax.jit(lambda *a: jaxpaged.mla_decode_sparse(*a, scale=0.1))
+assert "jaxpaged_mla_decode_sparse" in sparse.trace(q_nope, q_pe, ckv, None, idx).lower(**rocm).as_text()
 try:
-    jax.jit(lambda *a: jaxpaged.mla_decode_sparse(*a, scale=0.1)).trace(q_nope, q_pe, ckv, None, idx).lower(**rocm)
-    raise AssertionError("mla_decode_sparse lowered for ROCm")
+    sparse.trace(q_nope, q_pe, ckv.astype(jnp.float8_e4m3fn), None, idx).lower(**rocm)
+    raise AssertionError("an fp8 sparse call lowered for ROCm")
 except ValueError as e:
-    assert "no GPU kernel for sparse MLA" in str(e), e
+    assert "fp8 and 656-byte caches run on CPU only" in str(e), e
 out = jaxpaged.paged_attention(*args)  # the CPU handlers are all there
 assert np.isfinite(np.asarray(out, np.float32)).all()
 print("rocm build ok")

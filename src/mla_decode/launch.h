@@ -36,6 +36,12 @@ int mla_sm90_binary_version();
 template <typename T>
 ffi::Error launch_mla_portable(const MlaDecodeParams& p, const MlaWorkspace& w, float* ws, gpuStream_t stream);
 
+// Sparse MLA decode (mla_decode_sparse; 16-bit caches): the portable kernel over each query row's
+// index list, one split, no workspace. portable/launch.cu.
+template <typename T>
+ffi::Error launch_mla_sparse_portable(const MlaDecodeParams& p, const int32_t* indices, const int32_t* topk_lens,
+                                      int64_t topk, gpuStream_t stream);
+
 // What the GPU handler does once the call is decoded: lay out the workspace for the current device
 // (ws_floats words at ws), pick the path and instance for q's dtype, launch. handler_gpu.cu; also
 // the entry point of tools/sanitize_driver.cu, which runs the kernels without JAX.

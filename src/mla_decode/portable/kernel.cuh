@@ -9,6 +9,11 @@
 // each head's online softmax and O += P V, a head's 512 output columns owned by 8 threads (64
 // each). A bad page id among the visible tokens, or a NaN key, makes the block's rows NaN, as in
 // the reference; masked tokens are never read.
+//
+// SPARSE (mla_decode_sparse, DeepSeek-V3.2's top-k; the only GPU kernel it has so far): the tokens
+// of query token i are the slots its index list names (page * page_size + offset; the first
+// topk_lens[b] of topk), not a block table's prefix: a slot outside the pool is no key (masked,
+// never read, no NaN), a duplicate counts twice.
 #pragma once
 
 #include <cstdint>
@@ -23,10 +28,17 @@ constexpr int kMlaPortableThreads = 128;
 constexpr int kMlaPortableHeads = 16;  // query heads per block (8 threads per head)
 constexpr int kMlaPortableKeys = 16;   // cache tokens per tile
 
-template <typename T>
+// A sparse call's index lists (read by SPARSE instances only).
+struct MlaSparseLists {
+  const int32_t* indices;    // [batch, s_q, topk]
+  const int32_t* topk_lens;  // [batch], or nullptr: every entry counts
+  int64_t topk;
+};
+
+template <typename T, bool SPARSE>
 __global__ void __launch_bounds__(kMlaPortableThreads)
-    mla_portable_kernel(const MlaDecodeParams p, int page_shift, float* __restrict__ ws_out,
-                        float* __restrict__ ws_lse) {
+    mla_portable_kernel(const MlaDecodeParams p, int page_shift, const MlaSparseLists lists,
+                        float* __restrict__ ws_out, float* __restrict__ ws_lse) {
   constexpr int HB = kMlaPortableHeads, KT = kMlaPortableKeys, NT = kMlaPortableThreads;
   constexpr int W = kMlaLatentDim + kMlaRopeDim;  // 576
   constexpr int S = W + 8;                        // row stride: 1168 bytes, rows start in different banks
@@ -37,6 +49,7 @@ __global__ void __launch_bounds__(kMlaPortableThreads)
   __shared__ __align__(16) T sQ[HB * S];
   __shared__ __align__(16) T sK[KT * S];
   __shared__ float sS[HB][KT];
+  __shared__ int sValid[KT];  // whether tile token k is a key (loaded)
   __shared__ int sPoison;
 
   const int tid = threadIdx.x;
@@ -47,10 +60,19 @@ __global__ void __launch_bounds__(kMlaPortableThreads)
   const int hb = int(p.num_heads - h0 < HB ? p.num_heads - h0 : HB);  // heads in this block
   const int split = blockIdx.z, num_splits = gridDim.z;
 
-  // Visible tokens of query token i, and this split's share in whole tiles.
-  const int64_t kv_len = clamp_kv_len(p.kv_lens[b], p.max_pages * p.page_size);
-  const int64_t end = p.causal ? visible_keys(kv_len, p.s_q, i, 0).end : kv_len;
-  const int64_t n = end > 0 ? end : 0;
+  // Tokens of query token i - positions in the sequence, or entries of its index list - and this
+  // split's share in whole tiles.
+  int64_t n = 0;
+  const int32_t* list = nullptr;
+  if constexpr (SPARSE) {
+    const int64_t count = lists.topk_lens == nullptr ? lists.topk : lists.topk_lens[b];
+    n = count < 0 ? 0 : (count > lists.topk ? lists.topk : count);
+    list = lists.indices + (b * p.s_q + i) * lists.topk;
+  } else {
+    const int64_t kv_len = clamp_kv_len(p.kv_lens[b], p.max_pages * p.page_size);
+    const int64_t end = p.causal ? visible_keys(kv_len, p.s_q, i, 0).end : kv_len;
+    n = end > 0 ? end : 0;
+  }
   const int64_t per_split = (n + num_splits - 1) / num_splits;
   const int64_t chunk = (per_split + KT - 1) / KT * KT;
   const int64_t k_begin = split * chunk;
@@ -76,8 +98,9 @@ __global__ void __launch_bounds__(kMlaPortableThreads)
   float m = -INFINITY, l = 0.f, acc[DPT];
 #pragma unroll
   for (int d = 0; d < DPT; ++d) acc[d] = 0.f;
-  const int32_t* table = p.block_tables + b * p.max_pages;
+  const int32_t* table = SPARSE ? nullptr : p.block_tables + b * p.max_pages;
   const int64_t page_mask = p.page_size - 1;
+  const int64_t pool = p.num_pages * p.page_size;
   const T* ckv = static_cast<const T*>(p.ckv);
   const T* kpe = static_cast<const T*>(p.kpe);
   bool poison = false;
@@ -87,20 +110,32 @@ __global__ void __launch_bounds__(kMlaPortableThreads)
     for (int c = tid; c < KT * CH; c += NT) {
       const int k = c / CH, ch = c % CH;
       const int64_t j = base + k;
-      uint4 v = make_uint4(0, 0, 0, 0);
-      if (j < k_end) {
-        const int64_t page = table[j >> page_shift];
-        if (page < 0 || page >= p.num_pages) {
-          poison = true;
+      bool key = j < k_end;
+      int64_t page = 0, slot = 0;
+      if (key) {
+        if constexpr (SPARSE) {
+          const int64_t s = list[j];
+          key = s >= 0 && s < pool;  // else no key: masked, never read
+          page = key ? s / p.page_size : 0;  // (any page size: the sparse op does not ask a power of two)
+          slot = key ? s % p.page_size : 0;
         } else {
-          const int64_t slot = j & page_mask;
-          v = ch < kMlaLatentDim / 8
-                  ? *reinterpret_cast<const uint4*>(ckv + page * p.ckv_page_stride + slot * p.ckv_slot_stride + ch * 8)
-                  : *reinterpret_cast<const uint4*>(kpe + page * p.kpe_page_stride + slot * p.kpe_slot_stride +
-                                                    (ch - 64) * 8);
+          page = table[j >> page_shift];
+          slot = j & page_mask;
+          if (page < 0 || page >= p.num_pages) {
+            poison = true;  // the reference's rows are NaN
+            key = false;
+          }
         }
       }
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (key) {
+        v = ch < kMlaLatentDim / 8
+                ? *reinterpret_cast<const uint4*>(ckv + page * p.ckv_page_stride + slot * p.ckv_slot_stride + ch * 8)
+                : *reinterpret_cast<const uint4*>(kpe + page * p.kpe_page_stride + slot * p.kpe_slot_stride +
+                                                  (ch - 64) * 8);
+      }
       *reinterpret_cast<uint4*>(sK + k * S + ch * 8) = v;
+      if (ch == 0) sValid[k] = key;
     }
     __syncthreads();
     // S: (head, token) pairs tid and tid + NT.
@@ -111,7 +146,7 @@ __global__ void __launch_bounds__(kMlaPortableThreads)
         dot += to_float(sQ[h * S + e]) * to_float(sK[k * S + e]) +
                to_float(sQ[h * S + e + 1]) * to_float(sK[k * S + e + 1]);
       }
-      const bool visible = base + k < k_end;
+      const bool visible = sValid[k] != 0;
       poison |= visible && h < hb && dot != dot;  // a NaN key: the reference's rows are NaN
       sS[h][k] = visible ? dot * s_mul : -INFINITY;
     }

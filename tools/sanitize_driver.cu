@@ -173,6 +173,7 @@ struct MlaCase {
   int s_q, heads, page;
   bool combined = true, causal = false;
   int junk_used = 0;
+  int sparse_topk = 0;  // > 0: also sparse MLA decode over random index lists of this length
 };
 
 void run_mla(const MlaCase& c) {
@@ -230,6 +231,19 @@ void run_mla(const MlaCase& c) {
   const int64_t ws_floats = jaxpaged::mla_decode_workspace_bytes(p, -1) / 4;  // -1: the most any visible GPU needs
   Device<float> ws{static_cast<size_t>(ws_floats)};
   report("mla " + c.name, jaxpaged::run_mla_decode_gpu(p, DataType::BF16, ws.ptr, ws_floats, nullptr));
+  if (c.sparse_topk > 0) {
+    // Index lists mixing pool slots (duplicates likely), -1, the pool's end and the int32 extremes;
+    // topk_lens negative, within and past topk.
+    const int64_t pool = int64_t(num_pages) * c.page;
+    const int32_t junk[] = {-1, int32_t(pool), 2147483647, -2147483647 - 1};
+    std::vector<int32_t> idx(size_t(B) * c.s_q * c.sparse_topk);
+    for (auto& v : idx) v = rand_int(0, 9) < 2 ? junk[rand_int(0, 3)] : rand_int(0, int(pool - 1));
+    std::vector<int32_t> topk_lens(B);
+    for (auto& n : topk_lens) n = rand_int(-3, c.sparse_topk + 5);
+    Device<int32_t> d_idx(idx), d_topk_lens(topk_lens);
+    report("mla sparse " + c.name, jaxpaged::launch_mla_sparse_portable<__nv_bfloat16>(
+                                       p, d_idx.ptr, d_topk_lens.ptr, c.sparse_topk, nullptr));
+  }
 }
 
 }  // namespace
@@ -256,8 +270,8 @@ int main(int argc, char** argv) {
       {"fp8 e4m3 ragged, d64 page 1", {3, 9, 1}, {3, 500, 4}, 8, 2, 64, 1, false, 0, 30.f, false, 0, 0, false, 1},
   };
   std::vector<MlaCase> mla = {
-      {"h128 b4 page 64 junk ids", {4096, 33, 0, -5}, 1, 128, 64, true, false, 2},
-      {"h16 b8 page 1 split cache", {1, 100, 63, 64, 65, 0, 700, 3}, 1, 16, 1, false},
+      {"h128 b4 page 64 junk ids", {4096, 33, 0, -5}, 1, 128, 64, true, false, 2, 128},
+      {"h16 b8 page 1 split cache", {1, 100, 63, 64, 65, 0, 700, 3}, 1, 16, 1, false, false, 0, 64},
       {"h64 s_q 2 causal", {1, 2, 129, 4000}, 2, 64, 64, true, true, 1},
       {"h128 one 32K sequence", {32768}, 1, 128, 64},
       {"h128 lengths past table", {1 << 29, 64}, 1, 128, 64},

@@ -28,13 +28,21 @@ def _weights(rng, shapes):
             for k, s in shapes.items()}
 
 
+def _mm(x, w):
+    """A projection as both runs compute it, in DTYPE (bf16 on the GPU). The dense model uses it
+    too, so its K/V reach the cache's quantization with the same rounding as the serving loop's
+    (an fp8 cache turns a one-ulp bf16 difference into a 6% one)."""
+    return x.astype(DTYPE) @ w.astype(DTYPE)
+
+
 def _tokens(rng):
     return [rng.integers(0, VOCAB, p + STEPS) for p in PROMPTS]
 
 
 def _run_paged(tokens, step, caches):
     """Prefill in chunks of CHUNK rows per sequence (one ragged call for both), then STEPS decode
-    steps; returns each sequence's logits at every position it computed, [len, VOCAB]."""
+    steps; returns each sequence's logits at every position it computed ([len, VOCAB]), the final
+    caches and the block tables."""
     lengths = [0, 0]
     logits = [[], []]
     num_pages = caches[0][0].shape[0]
@@ -54,7 +62,7 @@ def _run_paged(tokens, step, caches):
                                    jnp.asarray(lengths, jnp.int32), jnp.asarray(tables), jnp.asarray(cu), prefill)
         for s in range(2):
             logits[s].append(np.asarray(out[cu[s]:cu[s + 1]], np.float32))
-    return [np.concatenate(l_) for l_ in logits]
+    return [np.concatenate(l_) for l_ in logits], caches, tables
 
 
 # ---- GQA with sinks -------------------------------------------------------------------------
@@ -71,23 +79,36 @@ def _gqa_model(rng):
     return w
 
 
-def _gqa_dense(w, tokens, cache_dtype, scales):
+def _gqa_dense(w, tokens, cache_dtype, scales, written):
+    """The same model without pages. Each layer's K/V are its own projections quantized as the
+    cache stores them; in layer 0 they must equal what the loop wrote to within one unit in the last
+    place of the cache's format (a wrong slot is far off), and the attention then runs over the
+    written values, so that a rounding flip upstream (bf16 matmul order) cannot move one fp8 value
+    by a whole 6% step and the comparison stays tight."""
     x = w["embed"][tokens]
     n = len(tokens)
     causal = np.tril(np.ones((n, n), bool))
     for i in range(LAYERS):
-        q = (x @ w[f"wq{i}"]).reshape(n, HKV, HQ // HKV, D)
-        k, v = ((x @ w[f"w{t}{i}"]).reshape(n, HKV, D) for t in "kv")
-        if cache_dtype is not None:  # what the cache holds, read back
-            k = _fp8.dequantize(_fp8.quantize(k, scales[0], cache_dtype), scales[0])
-            v = _fp8.dequantize(_fp8.quantize(v, scales[1], cache_dtype), scales[1])
+        q = _mm(x, w[f"wq{i}"]).astype(jnp.float32).reshape(n, HKV, HQ // HKV, D)
+        for t, scale, cached in zip("kv", scales, written[i]):
+            own = _mm(x, w[f"w{t}{i}"]).astype(jnp.float32).reshape(n, HKV, D)
+            if cache_dtype is not None:  # what the cache holds, read back
+                own = _fp8.dequantize(_fp8.quantize(own, scale, cache_dtype), scale)
+            fmt = jnp.finfo(cache_dtype or DTYPE)  # one step of the format at the value, or of its subnormals
+            tiny = float(fmt.smallest_subnormal) * (scale if cache_dtype else 1)
+            # layer 0 sees the same x on both sides; later layers' x differ by the attention above
+            # (within TOL), which their K/V carry through, plus at most one step of the format
+            slack = 0 if i == 0 else TOL
+            np.testing.assert_allclose(own, cached, rtol=2.0 ** -fmt.nmant + slack, atol=tiny + 1e-5 + slack,
+                                       err_msg=f"layer {i}: the cache's {t} differs from the dense model's")
+        k, v = (jnp.asarray(c) for c in written[i])
         s = jnp.einsum("thgd,uhd->hgtu", q, k) / np.sqrt(D)
         s = jnp.where(causal, s, -jnp.inf)
         m = s.max(-1, keepdims=True)
         e = jnp.exp(s - m)
         den = e.sum(-1, keepdims=True) + jnp.exp(w[f"sinks{i}"].reshape(HKV, -1)[..., None, None] - m)
-        o = jnp.einsum("hgtu,uhd->thgd", e / den, v).reshape(n, HQ * D)
-        x = x + o @ w[f"wo{i}"]
+        o = jnp.einsum("hgtu,uhd->thgd", e / den, v).reshape(n, HQ * D).astype(DTYPE)
+        x = x + o.astype(jnp.float32) @ w[f"wo{i}"]
     return x @ w["unembed"]
 
 
@@ -107,9 +128,8 @@ def test_gqa_decode_loop_matches_dense_model(rng, cache_dtype):
         x = w["embed"][rows]
         new = []
         for i, (kc, vc) in enumerate(caches):
-            xd = x.astype(DTYPE)
-            q = (xd @ w[f"wq{i}"].astype(DTYPE)).reshape(-1, HQ, D)
-            k, v = ((xd @ w[f"w{t}{i}"].astype(DTYPE)).reshape(-1, HKV, D) for t in "kv")
+            q = _mm(x, w[f"wq{i}"]).reshape(-1, HQ, D)
+            k, v = (_mm(x, w[f"w{t}{i}"]).reshape(-1, HKV, D) for t in "kv")
             kc, vc = jaxpaged.write_kv(kc, vc, k, v, slots, **fp8)
             o = jaxpaged.paged_attention(q, kc, vc, lengths, tables, cu if prefill else None,
                                          sinks=w[f"sinks{i}"], **fp8)
@@ -117,9 +137,14 @@ def test_gqa_decode_loop_matches_dense_model(rng, cache_dtype):
             new.append((kc, vc))
         return x @ w["unembed"], new
 
-    paged = _run_paged(tokens, step, caches)
+    paged, caches, tables = _run_paged(tokens, step, caches)
     for s in range(2):
-        dense = _gqa_dense(w, jnp.asarray(tokens[s]), cache_dtype, scales)
+        pos = np.arange(len(tokens[s]))
+        slots = tables[s, pos // PAGE] * PAGE + pos % PAGE
+        written = [[np.asarray(_fp8.dequantize(c.reshape(-1, HKV, D)[slots], scale) if cache_dtype else
+                               c.reshape(-1, HKV, D)[slots].astype(jnp.float32))
+                    for c, scale in zip(layer, scales)] for layer in caches]
+        dense = _gqa_dense(w, jnp.asarray(tokens[s]), cache_dtype, scales, written)
         np.testing.assert_allclose(paged[s], np.asarray(dense), atol=TOL, rtol=TOL)
 
 

@@ -3,8 +3,10 @@
 # bench, serving (bench/serving_ops.py), sanitize (tools/sanitize_driver.cu under compute-sanitizer).
 #   bash bench/device_run.sh test|bench|serving|sanitize|all|MODE,MODE,.. [extra pytest args]
 # BENCH_ARGS: extra bench.py arguments (e.g. "--only decode_b64_ctx4k"); SANITIZE_TOOLS: which
-# tools (default "memcheck racecheck synccheck initcheck"). The sanitizer's build starts in the
-# background at once, so it overlaps the other modes.
+# tools (default "memcheck racecheck synccheck initcheck"; "memcheck_portable" runs memcheck with
+# JAXPAGED_PORTABLE_KERNELS=1). The sanitizer's build starts in the background at once; its tools
+# then run side by side (each under SANITIZE_LIMIT seconds, default 480), beside the tests, and the
+# bench waits for them so that nothing else runs on the GPU while it times.
 # JAXPAGED_PORTABLE_KERNELS=1 in the environment runs the portable paged kernel instead of the
 # tile kernel (tests, bench and the sanitizer driver alike).
 # Logs and results go under $OUT; a short summary is printed last.
@@ -19,6 +21,16 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --f
 cat "$OUT/gpu.txt"
 
 start=$(date +%s)
+has() { [[ $MODE == all || ,$MODE, == *,$1,* ]]; }
+san=/tmp/jaxpaged-sanitize  # (built from the source tree, beside the package build)
+if has sanitize && [[ $MODE != all ]]; then
+  # The kernels without JAX, built with the sanitizer driver (in the background: it overlaps the rest).
+  ( cmake -S "$REPO" -B "$san" -G Ninja -DJAXPAGED_CUDA=ON -DJAXPAGED_SANITIZE_DRIVER=ON \
+      -DJAXPAGED_CUDA_ARCHS="${JAXPAGED_CUDA_ARCHS:-90a}" > "$OUT/sanitize_build.log" 2>&1 &&
+    nice ninja -C "$san" jaxpaged_sanitize >> "$OUT/sanitize_build.log" 2>&1; echo $? > "$san.rc" ) &
+  san_pid=$!
+fi
+
 # Peers and test helpers travel as wheels (carry .whl): sgl-flash-mla, flash-attn3-jax, pytest-xdist.
 if compgen -G "$REPO/.whl/*.whl" > /dev/null; then
   # (its log outside $OUT: the device tool returns only a few files, the ones that matter go there)
@@ -33,17 +45,36 @@ echo "build: $(( $(date +%s) - start )) s"
 cd /tmp  # import the installed package, not the source tree
 python3 -c "import jax, jaxpaged; print('jax', jax.__version__, jax.devices(), 'gpu handlers:', jaxpaged.gpu_platform)"
 
-has() { [[ $MODE == all || ,$MODE, == *,$1,* ]]; }
-san=/tmp/jaxpaged-sanitize
-if has sanitize && [[ $MODE != all ]]; then
-  # The kernels without JAX, built with the sanitizer driver (in the background: it overlaps the rest).
-  ( cmake -S "$REPO" -B "$san" -G Ninja -DJAXPAGED_CUDA=ON -DJAXPAGED_SANITIZE_DRIVER=ON \
-      -DJAXPAGED_CUDA_ARCHS="${JAXPAGED_CUDA_ARCHS:-90a}" > "$OUT/sanitize_build.log" 2>&1 &&
-    nice ninja -C "$san" jaxpaged_sanitize >> "$OUT/sanitize_build.log" 2>&1; echo $? > "$san.rc" ) &
-  san_pid=$!
-fi
-
 status=0
+san_tools=()
+if [[ -n ${san_pid:-} ]]; then
+  wait "$san_pid"
+  if [[ $(cat "$san.rc") == 0 ]]; then
+    for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
+      (
+        env=(); t=$tool
+        [[ $tool == *_portable ]] && env=(JAXPAGED_PORTABLE_KERNELS=1) && t=${tool%_portable}
+        quick=$([[ $t == racecheck || $t == initcheck ]] && echo --quick)
+        env "${env[@]}" timeout "${SANITIZE_LIMIT:-480}" compute-sanitizer --tool $t --error-exitcode 9 \
+          "$san/jaxpaged_sanitize" $quick > "$OUT/sanitize_$tool.log" 2>&1
+        echo $? > "$san.$tool.rc"
+      ) &
+      san_tools+=("$tool:$!")
+    done
+  else
+    tail -20 "$OUT/sanitize_build.log"; echo "SANITIZE DRIVER BUILD FAILED"; status=1
+  fi
+fi
+wait_sanitizers() {
+  for entry in "${san_tools[@]}"; do
+    local tool=${entry%%:*}; wait "${entry#*:}"
+    local rc; rc=$(cat "$san.$tool.rc")
+    [[ $rc == 0 ]] || status=1
+    echo "$tool: rc $rc, $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/sanitize_$tool.log" | tail -1), $(tail -1 "$OUT/sanitize_$tool.log")"
+  done
+  san_tools=()
+}
+
 if has test; then
   # TEST_FILES (paths under the repo) narrows the run: the whole suite no longer fits one 600 s
   # device call (session 10); e.g. TEST_FILES="tests/test_mla_decode.py tests/test_adversarial.py"
@@ -54,30 +85,23 @@ if has test; then
   if [[ -n ${TEST_EXCLUDE_SLOW:-} ]]; then
     pyargs+=(--ignore="$REPO/tests/test_mla_decode.py" --ignore="$REPO/tests/test_adversarial.py")
   fi
-  python3 -m pytest -q -p no:cacheprovider -p no:benchmark "${files[@]}" "${pyargs[@]}" > "$OUT/tests.log" 2>&1 || status=1
+  # TEST_PORTABLE=1: the tests run the portable kernels (JAXPAGED_PORTABLE_KERNELS=1), the rest does
+  # not; TEST_LIMIT: seconds before pytest is stopped (its log keeps what ran; -v names each test).
+  tenv=(); [[ -n ${TEST_PORTABLE:-} ]] && tenv=(JAXPAGED_PORTABLE_KERNELS=1)
+  env "${tenv[@]}" timeout "${TEST_LIMIT:-0}" python3 -m pytest -q -p no:cacheprovider -p no:benchmark \
+    "${files[@]}" "${pyargs[@]}" > "$OUT/tests.log" 2>&1 || status=1
   grep -E "passed|failed|error" "$OUT/tests.log" | tail -3
   [[ $status == 0 ]] || grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -20
   python3 -m jaxpaged 2>&1 | tee "$OUT/main_job.log" || status=1
 fi
 if has bench; then
+  wait_sanitizers
   python3 "$REPO/bench/bench.py" --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" || status=1
 fi
 if has serving; then
   python3 "$REPO/bench/serving_ops.py" --out "$OUT" 2>&1 | tee "$OUT/serving_ops.log" || status=1
 fi
-if [[ -n ${san_pid:-} ]]; then
-  wait "$san_pid"
-  if [[ $(cat "$san.rc") == 0 ]]; then
-    for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
-      quick=$([[ $tool == racecheck || $tool == initcheck ]] && echo --quick)
-      compute-sanitizer --tool $tool --error-exitcode 9 "$san/jaxpaged_sanitize" $quick \
-        > "$OUT/sanitize_$tool.log" 2>&1 || status=1
-      echo "$tool: $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/sanitize_$tool.log" | tail -1), $(tail -1 "$OUT/sanitize_$tool.log")"
-    done
-  else
-    tail -20 "$OUT/sanitize_build.log"; echo "SANITIZE DRIVER BUILD FAILED"; status=1
-  fi
-fi
+wait_sanitizers
 # The summary last (a caller's `tail` keeps it): the tests' result line, then the time.
 [[ -f $OUT/tests.log ]] && echo "tests: $(grep -E "passed|failed|error" "$OUT/tests.log" | tail -1)"
 echo "total: $(( $(date +%s) - start )) s, status $status"

@@ -73,17 +73,12 @@ class _MlaDecode(_spec.OpSpec):
         return (jax.core.ShapedArray(q_nope.shape, q_nope.dtype),
                 jax.core.ShapedArray((batch, s_q, num_heads), jnp.float32))
 
-    def gpu_unsupported(self, avals_in, params):
-        if avals_in[2].dtype != avals_in[0].dtype:
-            return "fp8 and 656-byte caches run on CPU only in this version (their GPU kernels are not written yet)"
-        return None
-
     def workspace_bytes(self, avals_in, params, device):
         q_nope, _, ckv_cache, _, _, block_tables = avals_in[:6]
         batch, s_q, num_heads, _ = q_nope.shape
         return _extension.mla_decode_workspace_bytes(
             batch=batch, s_q=s_q, num_heads=num_heads, max_pages=block_tables.shape[1],
-            page_size=ckv_cache.shape[1], device=device)
+            page_size=ckv_cache.shape[1], device=device, quantized=ckv_cache.dtype != q_nope.dtype)
 
     def batch(self, args, dims, **params):
         """vmap folds the mapped axis into the batch axis (pages offset when the caches are mapped);
@@ -120,9 +115,10 @@ def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, sca
       q_pe: [B, s_q, Hq, 64] rotary part of the query.
       ckv_cache: [num_pages, page_size, 512] latent cache with kpe_cache [num_pages, page_size, 64],
         or the combined [num_pages, page_size, 576] layout (latent then rope) with kpe_cache=None.
-        Quantized caches (CPU only for now): float8_e4m3fn combined, or an fp8 latent cache with a
-        16-bit kpe_cache, read as value * kv_scale; or DeepSeek-V3.2's uint8 [num_pages,
-        page_size, 656] rows with kpe_cache=None (jaxpaged.write_mla_kv writes all of them).
+        Quantized caches: float8_e4m3fn (or e5m2) combined, or an fp8 latent cache with a 16-bit
+        kpe_cache, read as value * kv_scale; or DeepSeek-V3.2's uint8 [num_pages, page_size, 656]
+        rows with kpe_cache=None (jaxpaged.write_mla_kv writes all of them). On a GPU these run
+        the portable CUDA-core kernel for now (correct, not fast: no tensor cores).
       kv_lens: int32 [B]; block_tables: int32 [B, max_pages].
       scale: score scale (required: MLA's softmax scale uses the pre-absorption head dim); a Python
         number or a traced scalar (read by the kernels on the device).

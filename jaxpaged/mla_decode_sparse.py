@@ -1,6 +1,6 @@
 """mla_decode_sparse: DeepSeek-V3.2's token-level top-k MLA decode, the public function and its
-op's spec. Semantics: jaxpaged.reference.mla_decode_sparse. CPU kernel only for now: on a GPU the
-lowering raises a ValueError saying so.
+op's spec. Semantics: jaxpaged.reference.mla_decode_sparse. Its GPU kernel is the portable MLA
+kernel (CUDA cores, src/mla_decode/portable/) for every cache format.
 """
 
 from __future__ import annotations
@@ -32,11 +32,6 @@ class _MlaDecodeSparse(_spec.OpSpec):
         _checks.check_options(options, OPTION_WORDS)
         return (jax.core.ShapedArray(q_nope.shape, q_nope.dtype),
                 jax.core.ShapedArray((batch, s_q, num_heads), jnp.float32))
-
-    def gpu_unsupported(self, avals_in, params):
-        if avals_in[2].dtype != avals_in[0].dtype:
-            return "fp8 and 656-byte caches run on CPU only in this version (their GPU kernel is not written yet)"
-        return None
 
     def workspace_bytes(self, avals_in, params, device):
         return 0
@@ -92,7 +87,7 @@ def mla_decode_sparse(q_nope, q_pe, ckv_cache, kpe_cache, indices, *, scale, top
 
     Returns:
       (out [B, s_q, Hq, 512] in q's dtype, lse [B, s_q, Hq] float32); a row with no key: out 0,
-      lse -inf. CPU only for now.
+      lse -inf.
     """
     indices = _checks.index_array("indices", indices, out_of_range=-1)
     topk_lens = (jnp.zeros(_checks.EMPTY_OPERAND, jnp.int32) if topk_lens is None

@@ -161,7 +161,7 @@ def paged_attention(q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens=None, 
     Args:
       q: [T, Hq, D] query rows, bfloat16/float16 (GPU) or also float32 (CPU).
       k_cache, v_cache: [num_pages, page_size, Hkv, D] ("NHD") or [num_pages, Hkv, page_size, D]
-        ("HND"), q's dtype or fp8 (float8_e4m3fn / float8_e5m2; CPU only for now). Hq must be a
+        ("HND"), q's dtype or fp8 (float8_e4m3fn / float8_e5m2). Hq must be a
         multiple of Hkv; D one of 64, 128, 256.
       kv_lens: int32 [S], tokens in each sequence's cache (including the query chunk's own).
       block_tables: int32 [S, max_pages], the cache pages of each sequence in order.

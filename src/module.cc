@@ -47,8 +47,9 @@ int64_t paged_attention_workspace(int64_t num_tokens, int64_t num_q_heads, int64
 }
 
 int64_t mla_decode_workspace(int64_t batch, int64_t s_q, int64_t num_heads, int64_t max_pages,
-                                              int64_t page_size, int device) {
+                                              int64_t page_size, int device, bool quantized) {
   jaxpaged::MlaDecodeParams p{};
+  p.fp8 = quantized;  // (fp8 or 656-byte rows: the same workspace)
   p.batch = batch;
   p.s_q = s_q;
   p.num_heads = num_heads;
@@ -98,5 +99,6 @@ NB_MODULE(_jaxpaged, m) {
         nb::arg("num_q_heads"), nb::arg("num_kv_heads"), nb::arg("head_dim"), nb::arg("num_seqs"),
         nb::arg("max_pages"), nb::arg("page_size"), nb::arg("device"));
   m.def("mla_decode_workspace_bytes", &mla_decode_workspace, nb::arg("batch"), nb::arg("s_q"),
-        nb::arg("num_heads"), nb::arg("max_pages"), nb::arg("page_size"), nb::arg("device"));
+        nb::arg("num_heads"), nb::arg("max_pages"), nb::arg("page_size"), nb::arg("device"),
+        nb::arg("quantized") = false);
 }

@@ -175,8 +175,8 @@ def mla_case(seed):
 
 
 def quantized_mla(rng, ckv, kpe):
-    """On CPU, sometimes the same cache in a quantized format: (ckv, kpe, kwargs)."""
-    kind = rng.integers(4) if not ON_GPU else 0
+    """Sometimes the same cache in a quantized format: (ckv, kpe, kwargs)."""
+    kind = rng.integers(4)
     if kind == 1:  # fp8 combined (or fp8 latent + 16-bit rope)
         return _fp8.quantize(ckv, 0.02, jnp.float8_e4m3fn), kpe, dict(kv_scale=0.02)
     if kind == 2 and kpe is None:  # DeepSeek-V3.2's 656-byte rows

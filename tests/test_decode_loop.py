@@ -181,8 +181,6 @@ def _mla_dense(w, tokens, ds_rows):
 
 @pytest.mark.parametrize("ds_rows", [False, True])
 def test_mla_decode_loop_matches_dense_model(rng, ds_rows):
-    if ON_GPU and ds_rows:
-        pytest.skip("656-byte caches have no GPU kernel yet")
     w = _mla_model(rng)
     tokens = [t[:PROMPTS[1] + STEPS] for t in _tokens(rng)]  # equal lengths: one s_q per call
     prompt, num_pages = PROMPTS[1], 2 * -(-(PROMPTS[1] + STEPS) // PAGE)

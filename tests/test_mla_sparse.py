@@ -59,10 +59,6 @@ def test_sparse_matches_reference(rng, fmt, heads, s_q):
     qn, qp, (ckv, kpe), idx, kw = _inputs(rng, 3, s_q, heads, 128, fmt)
     lens = jnp.array([128, 37, -4], jnp.int32)  # all, a prefix, none
     f = jax.jit(functools.partial(jaxpaged.mla_decode_sparse, scale=0.07, topk_lens=lens, **kw))
-    if ON_GPU and fmt in ("fp8", "656"):
-        with pytest.raises(ValueError, match=r"on GPU: fp8 and 656-byte caches run on CPU only"):
-            f(qn, qp, ckv, kpe, idx)
-        return
     out, lse = f(qn, qp, ckv, kpe, idx)
     ref_out, ref_lse = reference.mla_decode_sparse(qn, qp, ckv, kpe, idx, scale=0.07, topk_lens=lens, **kw)
     _check(out, lse, ref_out, ref_lse)

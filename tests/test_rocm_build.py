@@ -37,11 +37,8 @@ q_nope, q_pe, ckv = mla[:3]
 idx = jnp.zeros((2, 1, 8), jnp.int32)
 sparse = jax.jit(lambda *a: jaxpaged.mla_decode_sparse(*a, scale=0.1))
 assert "jaxpaged_mla_decode_sparse" in sparse.trace(q_nope, q_pe, ckv, None, idx).lower(**rocm).as_text()
-try:
-    sparse.trace(q_nope, q_pe, ckv.astype(jnp.float8_e4m3fn), None, idx).lower(**rocm)
-    raise AssertionError("an fp8 sparse call lowered for ROCm")
-except ValueError as e:
-    assert "fp8 and 656-byte caches run on CPU only" in str(e), e
+assert "jaxpaged_mla_decode_sparse" in sparse.trace(q_nope, q_pe, ckv.astype(jnp.float8_e4m3fn), None,
+                                                    idx).lower(**rocm).as_text()
 out = jaxpaged.paged_attention(*args)  # the CPU handlers are all there
 assert np.isfinite(np.asarray(out, np.float32)).all()
 print("rocm build ok")

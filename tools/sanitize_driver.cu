@@ -174,6 +174,7 @@ struct MlaCase {
   bool combined = true, causal = false;
   int junk_used = 0;
   int sparse_topk = 0;  // > 0: also sparse MLA decode over random index lists of this length
+  int fmt = 0;          // the cache: 0 bf16, 1 fp8 e4m3 (combined, or latent + bf16 rope), 2 656-byte rows
 };
 
 void run_mla(const MlaCase& c) {
@@ -190,7 +191,8 @@ void run_mla(const MlaCase& c) {
     for (int j = 0; j < width; ++j) table[b * width + j] = j < max_pages ? pages[b * max_pages + j] : kJunk[b % 3];
   }
   for (int i = 0; i < c.junk_used; ++i) table[rand_int(0, B - 1) * width + rand_int(0, max_pages - 1)] = kJunk[i % 3];
-  const int row = c.combined ? 576 : 512;
+  // (quantized caches: random bytes, fp8 NaNs and wild 656-byte row scales included)
+  const int row = c.fmt == 2 ? 656 : (c.combined ? 576 : 512);
   const size_t page_rows = size_t(c.page);
   const int spare0 = pages[used], spare1 = pages[used + 1];
   auto poisoned = [&](size_t i, int w) {
@@ -200,7 +202,12 @@ void run_mla(const MlaCase& c) {
   const size_t rows = size_t(B) * c.s_q * c.heads;
   Device<__nv_bfloat16> q_nope(values(rows * 512, [](size_t) { return false; }));
   Device<__nv_bfloat16> q_pe(values(rows * 64, [](size_t) { return false; }));
-  Device<__nv_bfloat16> ckv(values(num_pages * page_rows * row, [&](size_t i) { return poisoned(i, row); }));
+  Device<__nv_bfloat16> ckv(values(c.fmt ? 0 : num_pages * page_rows * row, [&](size_t i) { return poisoned(i, row); }));
+  std::vector<uint8_t> bytes(c.fmt ? num_pages * page_rows * row : 0);
+  for (auto& v : bytes) v = uint8_t(rand_int(0, 255));
+  Device<uint8_t> ckv8(bytes);
+  const void* cache = c.fmt ? static_cast<const void*>(ckv8.ptr) : ckv.ptr;
+  const size_t elem = c.fmt ? 1 : 2;
   Device<__nv_bfloat16> kpe(values(c.combined ? 0 : num_pages * page_rows * 64, [&](size_t i) { return poisoned(i, 64); }));
   Device<int32_t> d_lens(std::vector<int32_t>(c.kv_lens.begin(), c.kv_lens.end())), d_table(table);
   Device<__nv_bfloat16> out(rows * 512);
@@ -209,8 +216,8 @@ void run_mla(const MlaCase& c) {
   jaxpaged::MlaDecodeParams p{};
   p.q_nope = q_nope.ptr;
   p.q_pe = q_pe.ptr;
-  p.ckv = ckv.ptr;
-  p.kpe = c.combined ? static_cast<const void*>(ckv.ptr + 512) : kpe.ptr;
+  p.ckv = cache;
+  p.kpe = c.fmt == 2 ? cache : (c.combined ? static_cast<const char*>(cache) + 512 * elem : static_cast<const void*>(kpe.ptr));
   p.kv_lens = d_lens.ptr;
   p.block_tables = d_table.ptr;
   p.out = out.ptr;
@@ -226,8 +233,11 @@ void run_mla(const MlaCase& c) {
   p.kpe_slot_stride = c.combined ? row : 64;
   p.kpe_page_stride = c.combined ? int64_t(c.page) * row : int64_t(c.page) * 64;
   p.scale = 1.f / std::sqrt(192.f);
-  p.kv_scale = 1.f;
+  p.kv_scale = 0.03f;
   p.causal = c.causal;
+  p.ds_rows = c.fmt == 2;
+  p.fp8 = c.fmt == 1;
+  p.kpe_fp8 = c.fmt == 1 && c.combined;
   const int64_t ws_floats = jaxpaged::mla_decode_workspace_bytes(p, -1) / 4;  // -1: the most any visible GPU needs
   Device<float> ws{static_cast<size_t>(ws_floats)};
   report("mla " + c.name, jaxpaged::run_mla_decode_gpu(p, DataType::BF16, ws.ptr, ws_floats, nullptr));
@@ -275,6 +285,9 @@ int main(int argc, char** argv) {
       {"h64 s_q 2 causal", {1, 2, 129, 4000}, 2, 64, 64, true, true, 1},
       {"h128 one 32K sequence", {32768}, 1, 128, 64},
       {"h128 lengths past table", {1 << 29, 64}, 1, 128, 64},
+      {"fp8 h128 b4 page 64 junk ids", {4096, 33, 0, -5}, 1, 128, 64, true, false, 2, 128, 1},
+      {"fp8 latent + bf16 rope h16 page 1", {1, 100, 63, 0, 700}, 1, 16, 1, false, false, 1, 64, 1},
+      {"656-byte rows h64 s_q 2 causal junk ids", {1, 2, 129, 4000, -1}, 2, 64, 64, true, true, 2, 256, 2},
   };
   int device = 0, count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {

@@ -67,6 +67,15 @@ __device__ __forceinline__ void fp8x16_to(const uint4& in, uint4& lo, uint4& hi,
   hi = make_uint4(o[4], o[5], o[6], o[7]);
 }
 
+// Eight fp8 values (one 8-byte load) as eight T values (one 16-byte chunk).
+template <typename T>
+__device__ __forceinline__ uint4 fp8x8_to(const uint2& in, bool e5m2) {
+  return make_uint4(half2_bits_as<T>(fp8x2_to_half2_bits(in.x & 0xFFFFu, e5m2)),
+                    half2_bits_as<T>(fp8x2_to_half2_bits(in.x >> 16, e5m2)),
+                    half2_bits_as<T>(fp8x2_to_half2_bits(in.y & 0xFFFFu, e5m2)),
+                    half2_bits_as<T>(fp8x2_to_half2_bits(in.y >> 16, e5m2)));
+}
+
 // Eight fp8 values (one 8-byte load) as floats.
 __device__ __forceinline__ void fp8x8_to_float(const uint2& in, bool e5m2, float out[8]) {
   const uint32_t w[2] = {in.x, in.y};

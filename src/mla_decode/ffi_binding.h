@@ -79,6 +79,9 @@ inline ffi::Error decode_mla_queries_and_caches(ffi::AnyBuffer q_nope, ffi::AnyB
   p->lse = lse->typed_data();
   p->scale = scale;
   p->kv_scale = kv_scale;
+  p->fp8 = fp8_cache;
+  p->kv_e5m2 = cache_dt == ffi::DataType::F8E5M2;
+  p->kpe_fp8 = fp8_cache && combined;
   return decode_options(options, kMlaOptionWords, &p->options);
 }
 

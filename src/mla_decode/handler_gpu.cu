@@ -67,9 +67,6 @@ ffi::Error mla_decode_gpu_impl(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, ffi::
   MlaDecodeParams p;
   JP_RETURN_IF_ERROR(decode_mla_decode(q_nope, q_pe, ckv, kpe, kv_lens, block_tables, options, scale, kv_scale, causal,
                                        out, lse, &p));
-  if (ckv.element_type() != q_nope.element_type() || kpe.element_type() != q_nope.element_type()) {
-    return ffi::Error::InvalidArgument("jaxpaged: mla_decode has no GPU kernel for fp8 or 656-byte caches yet");
-  }
   return run_mla_decode_gpu(p, q_nope.element_type(), workspace->typed_data(), int64_t(workspace->element_count()),
                             stream);
 }
@@ -86,7 +83,8 @@ ffi::Error run_mla_decode_gpu(const MlaDecodeParams& p, ffi::DataType dtype, flo
   }
   return with_gpu_dtype(dtype, "mla_decode", [&](auto t) -> ffi::Error {
     using T = decltype(t);
-    if (use_portable_kernels()) return launch_mla_portable<T>(p, w, ws, stream);
+    // (quantized caches: the portable kernel is their only GPU kernel so far)
+    if (use_portable_kernels() || mla_quantized(p)) return launch_mla_portable<T>(p, w, ws, stream);
 #if defined(JAXPAGED_WITH_SM90)
     if (w.hopper) return launch_hopper<T>(p, w, ws, stream);
 #endif

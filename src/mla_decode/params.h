@@ -33,7 +33,14 @@ struct MlaDecodeParams {
   // DeepSeek-V3.2's rows (uint8 [.., 656]; ckv and kpe then point at the same rows, strides in
   // bytes): 512 e4m3 latent values, 4 float32 scales (one per 128), 64 bfloat16 rope values.
   bool ds_rows;
+  // An fp8 latent cache (float8_e4m3fn, or float8_e5m2 when kv_e5m2); kpe_fp8: its rope is fp8
+  // too (the combined 576 layout), else a 16-bit kpe cache of q's dtype.
+  bool fp8, kv_e5m2, kpe_fp8;
 };
+
+// Whether the cache holds quantized values (fp8 or 656-byte rows): only the portable kernel
+// (portable/kernel.cuh) reads those on a GPU so far.
+JP_HOST_DEVICE bool mla_quantized(const MlaDecodeParams& p) { return p.fp8 || p.ds_rows; }
 
 constexpr int kMlaOptionWords = 2;
 constexpr int kMlaDsRowBytes = 656, kMlaDsScalesAt = 512, kMlaDsRopeAt = 528;

@@ -66,12 +66,13 @@ struct MlaWorkspace {
   int split_cap = 1;
   int64_t floats = 0;  // the whole workspace
 
-  // Only the shapes in p are read (the pointers may be null).
+  // Only the shapes in p and whether its cache is quantized are read (the pointers may be null).
+  // A quantized cache takes the portable kernel, which uses the sm_80 path's layout.
   static MlaWorkspace of(const MlaDecodeParams& p, const MlaDevice& d) {
     MlaWorkspace w;
-    w.hopper = d.hopper;
+    w.hopper = d.hopper && !mla_quantized(p);
     const int64_t rows_per_b = p.s_q * p.num_heads;
-    if (d.hopper) {
+    if (w.hopper) {
       const int64_t row_blocks = (rows_per_b + kMlaWgRows - 1) / kMlaWgRows;
       w.parts = mla_num_partitions(d.sms, row_blocks);
       w.schedule_floats = (MlaSchedule::ints(w.parts, p.batch) + 3) / 4 * 4;

@@ -1,6 +1,5 @@
 // GPU handler for sparse (top-k) MLA decode: decodes the call and runs the portable MLA kernel over
-// each query row's index list (mla_decode/portable/); 16-bit caches only so far (fp8 and the
-// 656-byte rows run on CPU: the Python lowering refuses them on GPU first).
+// each query row's index list (mla_decode/portable/), for every cache format.
 #include "common/gpu_launch.h"
 #include "mla_decode/launch.h"
 #include "mla_sparse/ffi_binding.h"
@@ -16,9 +15,6 @@ ffi::Error mla_sparse_gpu_impl(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, ffi::
   MlaSparseParams p{};
   JP_RETURN_IF_ERROR(decode_mla_sparse(q_nope, q_pe, ckv, kpe, indices, topk_lens, options, scale, kv_scale, out,
                                        lse, &p));
-  if (ckv.element_type() != q_nope.element_type() || kpe.element_type() != q_nope.element_type()) {
-    return ffi::Error::InvalidArgument("jaxpaged: mla_decode_sparse has no GPU kernel for fp8 or 656-byte caches yet");
-  }
   if (p.mla.batch * p.mla.s_q * p.mla.num_heads == 0) return ffi::Error::Success();
   return with_gpu_dtype(q_nope.element_type(), "mla_decode_sparse", [&](auto t) -> ffi::Error {
     using T = decltype(t);

@@ -1,7 +1,8 @@
 // MLA decode on plain CUDA cores: the portable path (issue 19), like the paged one
 // (src/paged_attention/portable/kernel.cuh): no tensor-core instruction, no asynchronous copy, no
 // inline assembly, no warp shuffle - so this source is what a ROCm build compiles and what the
-// NVIDIA build runs with JAXPAGED_PORTABLE_KERNELS=1. 16-bit caches (split or combined 576).
+// NVIDIA build runs with JAXPAGED_PORTABLE_KERNELS=1. Every cache format: 16-bit (split or
+// combined 576) and, on every GPU for now, the quantized ones (FMT below).
 //
 // Block = (batch row b, query token i, up to 16 query heads, KV split), 128 threads. The heads'
 // 576-wide queries sit in shared memory; the sequence's cache rows stream through in tiles of 16
@@ -14,10 +15,21 @@
 // of query token i are the slots its index list names (page * page_size + offset; the first
 // topk_lens[b] of topk), not a block table's prefix: a slot outside the pool is no key (masked,
 // never read, no NaN), a duplicate counts twice.
+//
+// Quantized caches (FMT): kMlaFp8 - fp8 latent values (e4m3 or e5m2) with the per-tensor kv_scale,
+// the rope fp8 too (combined 576 bytes) or 16-bit of q's dtype (split); kMlaDsRows - DeepSeek-V3.2's
+// 656-byte rows: 512 e4m3 latent values, four float32 scales (one per 128 values), 64 bfloat16 rope
+// values. The fp8 values land in shared memory as T (exact: every fp8 value is a half and a bf16)
+// and each tile token keeps five scales (one per 128 latent columns, one for the rope); a dot
+// product sums each group times its scale, and P V multiplies a token's weight by the scale of the
+// group the thread's 64 columns lie in - so the math is the reference's dequantize-then-attend in
+// float32, up to summation order. A 656-byte row's rope stays bfloat16 bits in shared memory.
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
+#include "common/fp8.cuh"
 #include "common/gpu_math.cuh"
 #include "common/masking.h"
 #include "mla_decode/params.h"
@@ -28,6 +40,11 @@ constexpr int kMlaPortableThreads = 128;
 constexpr int kMlaPortableHeads = 16;  // query heads per block (8 threads per head)
 constexpr int kMlaPortableKeys = 16;   // cache tokens per tile
 
+// The cache formats of the FMT template parameter.
+constexpr int kMlaSame = 0;    // q's 16-bit dtype, split or combined
+constexpr int kMlaFp8 = 1;     // fp8 latent (+ fp8 or 16-bit rope), per-tensor kv_scale
+constexpr int kMlaDsRows = 2;  // 656-byte rows
+
 // A sparse call's index lists (read by SPARSE instances only).
 struct MlaSparseLists {
   const int32_t* indices;    // [batch, s_q, topk]
@@ -35,7 +52,7 @@ struct MlaSparseLists {
   int64_t topk;
 };
 
-template <typename T, bool SPARSE>
+template <typename T, bool SPARSE, int FMT>
 __global__ void __launch_bounds__(kMlaPortableThreads)
     mla_portable_kernel(const MlaDecodeParams p, int page_shift, const MlaSparseLists lists,
                         float* __restrict__ ws_out, float* __restrict__ ws_lse) {
@@ -50,7 +67,10 @@ __global__ void __launch_bounds__(kMlaPortableThreads)
   __shared__ __align__(16) T sK[KT * S];
   __shared__ float sS[HB][KT];
   __shared__ int sValid[KT];  // whether tile token k is a key (loaded)
+  __shared__ float sScale[KT][5];  // quantized caches: a token's scales (4 latent groups, rope)
   __shared__ int sPoison;
+  // The rope values' type in sK: a 656-byte row's are bfloat16 whatever q's dtype.
+  using RopeT = typename std::conditional<FMT == kMlaDsRows, gpu_bf16, T>::type;
 
   const int tid = threadIdx.x;
   const int64_t groups = (p.num_heads + HB - 1) / HB;
@@ -103,6 +123,12 @@ __global__ void __launch_bounds__(kMlaPortableThreads)
   const int64_t pool = p.num_pages * p.page_size;
   const T* ckv = static_cast<const T*>(p.ckv);
   const T* kpe = static_cast<const T*>(p.kpe);
+  // Quantized caches: bytes, strides in bytes (fp8, 656-byte rows) or, for a 16-bit kpe beside
+  // an fp8 latent cache, in T.
+  const unsigned char* ckv8 = static_cast<const unsigned char*>(p.ckv);
+  const unsigned char* kpe8 = static_cast<const unsigned char*>(p.kpe);
+  const float kv_scale = FMT == kMlaFp8 ? mla_kv_scale(p) : 1.f;
+  const float rope_scale = FMT == kMlaFp8 && p.kpe_fp8 ? kv_scale : 1.f;
   bool poison = false;
 
   for (int64_t base = k_begin; base < k_end; base += KT) {
@@ -129,22 +155,62 @@ __global__ void __launch_bounds__(kMlaPortableThreads)
       }
       uint4 v = make_uint4(0, 0, 0, 0);
       if (key) {
-        v = ch < kMlaLatentDim / 8
-                ? *reinterpret_cast<const uint4*>(ckv + page * p.ckv_page_stride + slot * p.ckv_slot_stride + ch * 8)
-                : *reinterpret_cast<const uint4*>(kpe + page * p.kpe_page_stride + slot * p.kpe_slot_stride +
-                                                  (ch - 64) * 8);
+        const bool latent = ch < kMlaLatentDim / 8;
+        const int64_t at_ckv = page * p.ckv_page_stride + slot * p.ckv_slot_stride;
+        const int64_t at_kpe = page * p.kpe_page_stride + slot * p.kpe_slot_stride;
+        if constexpr (FMT == kMlaSame) {
+          v = latent ? *reinterpret_cast<const uint4*>(ckv + at_ckv + ch * 8)
+                     : *reinterpret_cast<const uint4*>(kpe + at_kpe + (ch - 64) * 8);
+        } else if constexpr (FMT == kMlaFp8) {
+          if (latent) v = fp8x8_to<T>(*reinterpret_cast<const uint2*>(ckv8 + at_ckv + ch * 8), p.kv_e5m2);
+          else if (p.kpe_fp8) v = fp8x8_to<T>(*reinterpret_cast<const uint2*>(kpe8 + at_kpe + (ch - 64) * 8), p.kv_e5m2);
+          else v = *reinterpret_cast<const uint4*>(kpe + at_kpe + (ch - 64) * 8);
+        } else {  // 656-byte rows: e4m3 latent, bf16 rope (its bits as they are)
+          v = latent ? fp8x8_to<T>(*reinterpret_cast<const uint2*>(ckv8 + at_ckv + ch * 8), false)
+                     : *reinterpret_cast<const uint4*>(ckv8 + at_ckv + kMlaDsRopeAt + (ch - 64) * 16);
+        }
       }
       *reinterpret_cast<uint4*>(sK + k * S + ch * 8) = v;
       if (ch == 0) sValid[k] = key;
+      if constexpr (FMT != kMlaSame) {
+        if (ch == 1) {  // a token's scales (0 for no key: its weight is 0 and its values 0)
+          float g[4] = {kv_scale, kv_scale, kv_scale, kv_scale};
+          if constexpr (FMT == kMlaDsRows) {
+            if (key) {
+              const float4 f = *reinterpret_cast<const float4*>(
+                  ckv8 + page * p.ckv_page_stride + slot * p.ckv_slot_stride + kMlaDsScalesAt);
+              g[0] = f.x, g[1] = f.y, g[2] = f.z, g[3] = f.w;
+            }
+          }
+#pragma unroll
+          for (int q = 0; q < 4; ++q) sScale[k][q] = key ? g[q] : 0.f;
+          sScale[k][4] = key ? rope_scale : 0.f;
+        }
+      }
     }
     __syncthreads();
     // S: (head, token) pairs tid and tid + NT.
     for (int pair = tid; pair < HB * KT; pair += NT) {
       const int h = pair / KT, k = pair % KT;
       float dot = 0.f;
-      for (int e = 0; e < W; e += 2) {
-        dot += to_float(sQ[h * S + e]) * to_float(sK[k * S + e]) +
-               to_float(sQ[h * S + e + 1]) * to_float(sK[k * S + e + 1]);
+      if constexpr (FMT == kMlaSame) {
+        for (int e = 0; e < W; e += 2) {
+          dot += to_float(sQ[h * S + e]) * to_float(sK[k * S + e]) +
+                 to_float(sQ[h * S + e + 1]) * to_float(sK[k * S + e + 1]);
+        }
+      } else {  // each scale group's sum times its scale
+        for (int grp = 0; grp < 4; ++grp) {
+          float part = 0.f;
+          for (int e = 128 * grp; e < 128 * grp + 128; e += 2) {
+            part += to_float(sQ[h * S + e]) * to_float(sK[k * S + e]) +
+                    to_float(sQ[h * S + e + 1]) * to_float(sK[k * S + e + 1]);
+          }
+          dot += part * sScale[k][grp];
+        }
+        const RopeT* rope = reinterpret_cast<const RopeT*>(sK + k * S + kMlaLatentDim);
+        float part = 0.f;
+        for (int e = 0; e < kMlaRopeDim; ++e) part += to_float(sQ[h * S + kMlaLatentDim + e]) * to_float(rope[e]);
+        dot += part * sScale[k][4];
       }
       const bool visible = sValid[k] != 0;
       poison |= visible && h < hb && dot != dot;  // a NaN key: the reference's rows are NaN
@@ -166,9 +232,11 @@ __global__ void __launch_bounds__(kMlaPortableThreads)
       const float w = fast_exp2(sS[my_head][k] - m_new);
       l += w;
       if (w == 0.f) continue;
+      // (a quantized token's values times the scale of the group this thread's columns lie in)
+      const float wv = FMT == kMlaSame ? w : w * sScale[k][d0 / 128];
       const T* v = sK + k * S + d0;
 #pragma unroll
-      for (int d = 0; d < DPT; ++d) acc[d] += w * to_float(v[d]);
+      for (int d = 0; d < DPT; ++d) acc[d] += wv * to_float(v[d]);
     }
   }
   if (poison) sPoison = 1;  // benign race: every writer stores 1

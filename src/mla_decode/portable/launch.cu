@@ -1,12 +1,20 @@
 // The portable MLA-decode path (portable/kernel.cuh): the KV split count, the kernel, the merge of
 // splits (its workspace is the sm_80 path's layout: KV splits' partial results); and sparse MLA
-// decode, whose one GPU kernel this is so far.
+// decode, whose one GPU kernel this is so far. Quantized caches (fp8, 656-byte rows) take it on
+// every GPU for now.
 #include "common/combine_splits.h"
 #include "common/gpu_launch.h"
 #include "mla_decode/launch.h"
 #include "mla_decode/portable/kernel.cuh"
 
 namespace jaxpaged {
+
+// The kernel instance for p's cache format.
+template <typename T, bool SPARSE>
+auto mla_portable_instance(const MlaDecodeParams& p) {
+  return p.ds_rows ? mla_portable_kernel<T, SPARSE, kMlaDsRows>
+                   : (p.fp8 ? mla_portable_kernel<T, SPARSE, kMlaFp8> : mla_portable_kernel<T, SPARSE, kMlaSame>);
+}
 
 template <typename T>
 ffi::Error launch_mla_portable(const MlaDecodeParams& p, const MlaWorkspace& w, float* ws, gpuStream_t stream) {
@@ -16,7 +24,7 @@ ffi::Error launch_mla_portable(const MlaDecodeParams& p, const MlaWorkspace& w, 
   if (blocks > 0x7FFFFFFF) {
     return ffi::Error::InvalidArgument("jaxpaged: mla_decode needs more thread blocks than a grid holds (2^31 - 1)");
   }
-  auto kernel = mla_portable_kernel<T, false>;
+  auto kernel = mla_portable_instance<T, false>(p);
   const int splits = choose_kv_splits(blocks, w.split_cap, p.max_pages * p.page_size, 256,
                                       resident_blocks(kernel, kMlaPortableThreads, 0));
   float* ws_out = ws;
@@ -38,7 +46,7 @@ ffi::Error launch_mla_sparse_portable(const MlaDecodeParams& p, const int32_t* i
         "jaxpaged: mla_decode_sparse needs more thread blocks than a grid holds (2^31 - 1)");
   }
   // One split (the op has no workspace): a row's top-k list is short next to a dense context.
-  mla_portable_kernel<T, true><<<dim3(unsigned(blocks), 1, 1), kMlaPortableThreads, 0, stream>>>(
+  mla_portable_instance<T, true>(p)<<<dim3(unsigned(blocks), 1, 1), kMlaPortableThreads, 0, stream>>>(
       p, 0, MlaSparseLists{indices, topk_lens, topk}, nullptr, nullptr);
   return last_launch_error("mla_portable_kernel (sparse)");
 }

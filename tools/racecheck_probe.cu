@@ -1,0 +1,81 @@
+// Does compute-sanitizer racecheck honour named barriers? Five tiny kernels, each a correct
+// hand-off of shared memory between warps (or warpgroups), run under racecheck one by one; a
+// hazard reported for one of them is the tool's, not the code's. The MLA Hopper kernel hands its
+// row maxima and sums between warpgroups with patterns C-E (session 12's racecheck run).
+//   nvcc -arch=sm_90a -o /tmp/racecheck_probe tools/racecheck_probe.cu
+//   compute-sanitizer --tool racecheck /tmp/racecheck_probe
+#include <cstdio>
+
+__device__ __forceinline__ void bar_sync(int id, int n) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory"); }
+__device__ __forceinline__ void bar_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory"); }
+
+// A: __syncthreads between warp 0's write and warp 1's read (the control: never a hazard).
+__global__ void probe_a(int* out) {
+  __shared__ int s[32];
+  if (threadIdx.x < 32) s[threadIdx.x] = threadIdx.x;
+  __syncthreads();
+  if (threadIdx.x >= 32) out[threadIdx.x - 32] = s[threadIdx.x - 32];
+}
+// B: bar.sync 1, 64 over the whole 64-thread block.
+__global__ void probe_b(int* out) {
+  __shared__ int s[32];
+  if (threadIdx.x < 32) s[threadIdx.x] = threadIdx.x;
+  bar_sync(1, 64);
+  if (threadIdx.x >= 32) out[threadIdx.x - 32] = s[threadIdx.x - 32];
+}
+// C: 96 threads; warp 2 leaves at once; warps 0 and 1 meet on bar.sync 4, 64.
+__global__ void probe_c(int* out) {
+  __shared__ int s[32];
+  if (threadIdx.x >= 64) return;
+  if (threadIdx.x < 32) s[threadIdx.x] = threadIdx.x;
+  bar_sync(4, 64);
+  if (threadIdx.x >= 32) out[threadIdx.x - 32] = s[threadIdx.x - 32];
+}
+// D: producer/consumer: warp 0 writes and arrives, warp 1 syncs and reads.
+__global__ void probe_d(int* out) {
+  __shared__ int s[32];
+  if (threadIdx.x < 32) {
+    s[threadIdx.x] = threadIdx.x;
+    bar_arrive(1, 64);
+  } else {
+    bar_sync(1, 64);
+    out[threadIdx.x - 32] = s[threadIdx.x - 32];
+  }
+}
+// E: the MLA epilogue's shape: 384 threads, warpgroup 2 leaves; warpgroups 0 and 1 each write
+// their slot, meet on bar.sync 4, 256, read the other's slot; twice, with two full meetings
+// between the rounds (as between two sequences).
+__global__ void probe_e(float* out) {
+  __shared__ float s[512];
+  const int wg = threadIdx.x / 128, tw = threadIdx.x % 128;
+  if (wg == 2) return;
+  float acc = 0.f;
+  for (int round = 0; round < 2; ++round) {
+    bar_sync(4, 256);
+    bar_sync(4, 256);
+    s[wg * 256 + 2 * tw] = float(round + tw);
+    bar_sync(4, 256);
+    acc += s[(1 - wg) * 256 + 2 * tw];
+  }
+  out[threadIdx.x] = acc;
+}
+
+int main() {
+  int* out;
+  cudaMalloc(&out, 512 * sizeof(int));
+  const char* names[] = {"A __syncthreads", "B bar.sync 1,64", "C bar.sync 4,64 (warp 2 exited)",
+                         "D bar.arrive/bar.sync", "E MLA epilogue shape"};
+  for (int k = 0; k < 5; ++k) {
+    switch (k) {
+      case 0: probe_a<<<1, 64>>>(out); break;
+      case 1: probe_b<<<1, 64>>>(out); break;
+      case 2: probe_c<<<1, 96>>>(out); break;
+      case 3: probe_d<<<1, 64>>>(out); break;
+      case 4: probe_e<<<1, 384>>>(reinterpret_cast<float*>(out)); break;
+    }
+    const cudaError_t e = cudaDeviceSynchronize();
+    std::printf("probe %s: %s\n", names[k], cudaGetErrorString(e));
+    std::fflush(stdout);
+  }
+  return 0;
+}

@@ -65,6 +65,17 @@ def _run_paged(tokens, step, caches):
     return [np.concatenate(l_) for l_ in logits], caches, tables
 
 
+def _check_written(i, name, own, cached, fmt, scale=1.0):
+    """Values a layer wrote into the cache, against the dense model's own: within one step of the
+    cache's format in layer 0 (the same x on both sides; a wrong slot is far off); later layers'
+    x differ by the attention above (within TOL), which their values carry through."""
+    fmt = jnp.finfo(fmt)
+    tiny = float(fmt.smallest_subnormal) * scale
+    slack = 0 if i == 0 else TOL
+    np.testing.assert_allclose(own, cached, rtol=2.0 ** -fmt.nmant + slack, atol=tiny + 1e-5 + slack,
+                               err_msg=f"layer {i}: the cache's {name} differs from the dense model's")
+
+
 # ---- GQA with sinks -------------------------------------------------------------------------
 HQ, HKV, D = 4, 2, 64
 
@@ -94,13 +105,7 @@ def _gqa_dense(w, tokens, cache_dtype, scales, written):
             own = _mm(x, w[f"w{t}{i}"]).astype(jnp.float32).reshape(n, HKV, D)
             if cache_dtype is not None:  # what the cache holds, read back
                 own = _fp8.dequantize(_fp8.quantize(own, scale, cache_dtype), scale)
-            fmt = jnp.finfo(cache_dtype or DTYPE)  # one step of the format at the value, or of its subnormals
-            tiny = float(fmt.smallest_subnormal) * (scale if cache_dtype else 1)
-            # layer 0 sees the same x on both sides; later layers' x differ by the attention above
-            # (within TOL), which their K/V carry through, plus at most one step of the format
-            slack = 0 if i == 0 else TOL
-            np.testing.assert_allclose(own, cached, rtol=2.0 ** -fmt.nmant + slack, atol=tiny + 1e-5 + slack,
-                                       err_msg=f"layer {i}: the cache's {t} differs from the dense model's")
+            _check_written(i, t, own, cached, cache_dtype or DTYPE, scale if cache_dtype else 1.0)
         k, v = (jnp.asarray(c) for c in written[i])
         s = jnp.einsum("thgd,uhd->hgtu", q, k) / np.sqrt(D)
         s = jnp.where(causal, s, -jnp.inf)
@@ -163,19 +168,25 @@ def _mla_model(rng):
 SCALE = 1 / np.sqrt(192)
 
 
-def _mla_dense(w, tokens, ds_rows):
+def _mla_dense(w, tokens, ds_rows, written):
+    """The same model without pages, attending over the latent/rope values the loop wrote (checked
+    against its own first), as _gqa_dense does."""
     x = w["embed"][tokens]
     n = len(tokens)
     causal = np.tril(np.ones((n, n), bool))
     for i in range(LAYERS):
-        qn = (x @ w[f"wqn{i}"]).reshape(n, MLA_HEADS, LATENT)
-        qp = (x @ w[f"wqp{i}"]).reshape(n, MLA_HEADS, ROPE)
-        c, r = x @ w[f"wc{i}"], x @ w[f"wr{i}"]
+        qn = _mm(x, w[f"wqn{i}"]).astype(jnp.float32).reshape(n, MLA_HEADS, LATENT)
+        qp = _mm(x, w[f"wqp{i}"]).astype(jnp.float32).reshape(n, MLA_HEADS, ROPE)
+        c, r = (_mm(x, w[f"w{t}{i}"]).astype(jnp.float32) for t in "cr")
         if ds_rows:
             c, r = _fp8.unpack_ds_rows(_fp8.pack_ds_rows(c, r))
+        _check_written(i, "latent", c, written[i][0], jnp.float8_e4m3fn if ds_rows else DTYPE)
+        _check_written(i, "rope", r, written[i][1], jnp.bfloat16 if ds_rows else DTYPE)
+        c, r = (jnp.asarray(v) for v in written[i])
         s = (jnp.einsum("thd,ud->htu", qn, c) + jnp.einsum("thd,ud->htu", qp, r)) * SCALE
         p = jax.nn.softmax(jnp.where(causal, s, -jnp.inf), axis=-1)
-        x = x + jnp.einsum("htu,ud->thd", p, c).reshape(n, -1) @ w[f"wo{i}"]
+        o = jnp.einsum("htu,ud->thd", p, c).reshape(n, -1).astype(DTYPE)
+        x = x + o.astype(jnp.float32) @ w[f"wo{i}"]
     return x @ w["unembed"]
 
 
@@ -195,10 +206,9 @@ def test_mla_decode_loop_matches_dense_model(rng, ds_rows):
         lengths = positions[:, -1] + 1
         new = []
         for i, cache in enumerate(caches):
-            xd = x.astype(DTYPE)
-            qn = (xd @ w[f"wqn{i}"].astype(DTYPE)).reshape(2, -1, MLA_HEADS, LATENT)
-            qp = (xd @ w[f"wqp{i}"].astype(DTYPE)).reshape(2, -1, MLA_HEADS, ROPE)
-            c, r = ((xd @ w[f"w{t}{i}"].astype(DTYPE)).reshape(-1, w[f"w{t}{i}"].shape[1]) for t in "cr")
+            qn = _mm(x, w[f"wqn{i}"]).reshape(2, -1, MLA_HEADS, LATENT)
+            qp = _mm(x, w[f"wqp{i}"]).reshape(2, -1, MLA_HEADS, ROPE)
+            c, r = (_mm(x, w[f"w{t}{i}"]).reshape(-1, w[f"w{t}{i}"].shape[1]) for t in "cr")
             cache, _ = jaxpaged.write_mla_kv(cache, None, c, r, slots)
             o, _ = jaxpaged.mla_decode(qn, qp, cache, None, lengths, tables, scale=SCALE, causal=True)
             x = x + o.reshape(2, -1, MLA_HEADS * LATENT).astype(jnp.float32) @ w[f"wo{i}"]
@@ -212,6 +222,11 @@ def test_mla_decode_loop_matches_dense_model(rng, ds_rows):
         out, caches = step(caches, jnp.asarray(toks[:, begin:begin + size]), jnp.asarray(pos))
         logits.append(np.asarray(out, np.float32))
     paged = np.concatenate(logits, axis=1)
+    tables = np.asarray(tables)
     for s in range(2):
-        dense = _mla_dense(w, jnp.asarray(toks[s]), ds_rows)
+        pos = np.arange(toks.shape[1])
+        rows = [c.reshape(-1, c.shape[-1])[tables[s, pos // PAGE] * PAGE + pos % PAGE] for c in caches]
+        written = [tuple(np.asarray(v, np.float32) for v in
+                         (_fp8.unpack_ds_rows(r) if ds_rows else (r[:, :LATENT], r[:, LATENT:]))) for r in rows]
+        dense = _mla_dense(w, jnp.asarray(toks[s]), ds_rows, written)
         np.testing.assert_allclose(paged[s], np.asarray(dense), atol=TOL, rtol=TOL)

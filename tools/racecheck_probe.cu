@@ -1,4 +1,4 @@
-// Does compute-sanitizer racecheck honour named barriers? Five tiny kernels, each a correct
+// Does compute-sanitizer racecheck honour named barriers? Seven tiny kernels, each a correct
 // hand-off of shared memory between warps (or warpgroups), run under racecheck one by one; a
 // hazard reported for one of them is the tool's, not the code's. The MLA Hopper kernel hands its
 // row maxima and sums between warpgroups with patterns C-E (session 12's racecheck run).
@@ -60,18 +60,71 @@ __global__ void probe_e(float* out) {
   out[threadIdx.x] = acc;
 }
 
+// F: the MLA kernel's whole hand-off protocol without its math: per sequence two meetings on
+// barrier 4, then pairs in which warpgroup 0 publishes its maxima (arrive 1), warpgroup 1 reads
+// them after sync 1, publishes its own (arrive 2), warpgroup 0 reads those after sync 2 and
+// arrives 3, which warpgroup 1 syncs on; then the epilogue's sums over barrier 4. G: the same
+// after setmaxnreg (the kernel's register split between the loader and compute warpgroups).
+template <bool kSetMaxNReg>
+__global__ void __launch_bounds__(384, 1) probe_fg(float* out) {
+  __shared__ float s_max[512], s_sum[512];
+  const int wg = threadIdx.x / 128, tw = threadIdx.x % 128;
+  if (wg == 2) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    if constexpr (kSetMaxNReg) asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n" ::: "memory");
+#endif
+    return;
+  }
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  if constexpr (kSetMaxNReg) asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n" ::: "memory");
+#endif
+  float* mine = s_max + wg * 256 + 2 * tw;
+  const float* peer = s_max + (1 - wg) * 256 + 2 * tw;
+  float acc = 0.f;
+  for (int seq = 0; seq < 3; ++seq) {
+    bar_sync(4, 256);
+    bar_sync(4, 256);
+    float m = float(seq);
+    for (int pair = 0; pair < 4; ++pair) {
+      if (wg == 0) {
+        mine[0] = m + pair;
+        mine[1] = m - pair;
+        bar_arrive(1, 256);
+        bar_sync(2, 256);
+        acc += peer[0] + peer[1];
+        bar_arrive(3, 256);
+      } else {
+        bar_sync(1, 256);
+        const float m0 = peer[0] + peer[1];
+        mine[0] = m0;
+        mine[1] = -m0;
+        bar_arrive(2, 256);
+        bar_sync(3, 256);
+        acc += m0;
+      }
+    }
+    s_sum[wg * 256 + 2 * tw] = acc;
+    bar_sync(4, 256);
+    acc += s_sum[(1 - wg) * 256 + 2 * tw];
+  }
+  out[threadIdx.x] = acc;
+}
+
 int main() {
   int* out;
   cudaMalloc(&out, 512 * sizeof(int));
   const char* names[] = {"A __syncthreads", "B bar.sync 1,64", "C bar.sync 4,64 (warp 2 exited)",
-                         "D bar.arrive/bar.sync", "E MLA epilogue shape"};
-  for (int k = 0; k < 5; ++k) {
+                         "D bar.arrive/bar.sync", "E MLA epilogue shape", "F MLA hand-off protocol",
+                         "G F after setmaxnreg"};
+  for (int k = 0; k < 7; ++k) {
     switch (k) {
       case 0: probe_a<<<1, 64>>>(out); break;
       case 1: probe_b<<<1, 64>>>(out); break;
       case 2: probe_c<<<1, 96>>>(out); break;
       case 3: probe_d<<<1, 64>>>(out); break;
       case 4: probe_e<<<1, 384>>>(reinterpret_cast<float*>(out)); break;
+      case 5: probe_fg<false><<<1, 384>>>(reinterpret_cast<float*>(out)); break;
+      case 6: probe_fg<true><<<1, 384>>>(reinterpret_cast<float*>(out)); break;
     }
     const cudaError_t e = cudaDeviceSynchronize();
     std::printf("probe %s: %s\n", names[k], cudaGetErrorString(e));

@@ -41,10 +41,10 @@ def call_ms(fn, q, operands) -> float:
     return device_ms(jax.jit(fn), q, *operands)
 
 
-def step_us(fn, qs, operands) -> float:
+def step_us(fn, qs, operands, **timing) -> float:
     """Per-layer time (us) of one jit that calls fn(q, *operands) once per q in qs (a serving step)."""
     step = jax.jit(lambda qs, *ops: tuple(fn(q, *ops) for q in qs))
-    return device_ms(step, qs, *operands) * 1e3 / len(qs)
+    return device_ms(step, qs, *operands, **timing) * 1e3 / len(qs)
 
 
 def rel_err(out, ref) -> float:
@@ -136,6 +136,8 @@ def flashmla(cfg, args, scale: float):
     """FlashMLA's dense SM90 decode (sgl-flash-mla, use_legacy=True) on our inputs."""
     if cfg.page != 64 or not cfg.combined:
         return None, "FlashMLA needs 64-token pages and the combined 576-wide cache"
+    if cfg.cache != "bf16":
+        return None, "FlashMLA's dense fp8 decode takes fp8 queries (descale_q): not the same inputs"
     try:
         import flash_mla
         import torch
@@ -153,6 +155,36 @@ def flashmla(cfg, args, scale: float):
     def call(t_q):
         return flash_mla.flash_mla_with_kvcache(t_q, t_kv, t_table, t_lens, 512, meta, None,
                                                 softmax_scale=scale, causal=cfg.causal, use_legacy=True)
+    return _flashmla_timed(call, t_qs)
+
+
+def flashmla_sparse(cfg, args, scale: float):
+    """FlashMLA's SM90 sparse decode (sgl-flash-mla, use_legacy=True) on our 656-byte rows and
+    index lists (its cache as float8_e4m3fn [P, 64, 1, 656], no block table)."""
+    if cfg.page != 64 or cfg.cache != "656":
+        return None, "FlashMLA's sparse decode takes 656-byte rows in 64-token pages"
+    try:
+        import flash_mla
+        import torch
+    except ImportError as e:
+        return None, f"sgl-flash-mla / torch not installed ({e})"
+    q_nope, q_pe, rows, _, idx = args
+    qs = layer_queries(jnp.concatenate([q_nope, q_pe], axis=-1))
+    jax.block_until_ready((qs, rows, idx))
+    t_qs = [torch.from_dlpack(x) for x in qs]
+    t_kv = torch.from_dlpack(rows).view(torch.float8_e4m3fn).unsqueeze(2)  # [P, 64, 1, 656]
+    t_idx = torch.from_dlpack(idx)
+    meta, _ = flash_mla.get_mla_metadata()
+
+    def call(t_q):
+        return flash_mla.flash_mla_with_kvcache(t_q, t_kv, None, None, 512, meta, None, softmax_scale=scale,
+                                                indices=t_idx, use_legacy=True)
+    return _flashmla_timed(call, t_qs)
+
+
+def _flashmla_timed(call, t_qs):
+    """Output, per-call ms and per-layer us (one CUDA graph of 32 calls) of a FlashMLA call."""
+    import torch
     out, _ = call(t_qs[0])  # fills the scheduling metadata, reused by every later call
     torch.cuda.synchronize()
     result = {"out": np.asarray(out.float().cpu()), "ms": _torch_ms(lambda: call(t_qs[0]))}

@@ -1,4 +1,4 @@
-// Does compute-sanitizer racecheck honour named barriers? Seven tiny kernels, each a correct
+// Does compute-sanitizer racecheck honour named barriers? Ten tiny kernels, each a correct
 // hand-off of shared memory between warps (or warpgroups), run under racecheck one by one; a
 // hazard reported for one of them is the tool's, not the code's. The MLA Hopper kernel hands its
 // row maxima and sums between warpgroups with patterns C-E (session 12's racecheck run).
@@ -110,13 +110,32 @@ __global__ void __launch_bounds__(384, 1) probe_fg(float* out) {
   out[threadIdx.x] = acc;
 }
 
+// H, I, J: probe D's one-way hand-off (write, arrive; sync, read) in other shapes: H 96 threads
+// with warp 2 gone (count 64); I 384 threads with warpgroup 2 gone, warpgroup 0 to 1 (count 256);
+// J 256 threads, warpgroup 0 to 1 (count 256), nobody gone. (Session 12: racecheck flagged probe
+// F, whose every hand-off is this one or E's, while D and E alone were clean.)
+__global__ void probe_hij(float* out, int producers) {
+  __shared__ float s[512];
+  const int t = threadIdx.x;
+  const int count = 2 * producers;
+  if (t >= count) return;
+  if (t < producers) {
+    s[t] = float(t);
+    bar_arrive(1, count);
+  } else {
+    bar_sync(1, count);
+    out[t] = s[t - producers];
+  }
+}
+
 int main() {
   int* out;
   cudaMalloc(&out, 512 * sizeof(int));
   const char* names[] = {"A __syncthreads", "B bar.sync 1,64", "C bar.sync 4,64 (warp 2 exited)",
                          "D bar.arrive/bar.sync", "E MLA epilogue shape", "F MLA hand-off protocol",
-                         "G F after setmaxnreg"};
-  for (int k = 0; k < 7; ++k) {
+                         "G F after setmaxnreg", "H D, 96 threads, warp 2 gone", "I D, 384 threads, warpgroup 2 gone",
+                         "J D, 256 threads, warpgroup to warpgroup"};
+  for (int k = 0; k < 10; ++k) {
     switch (k) {
       case 0: probe_a<<<1, 64>>>(out); break;
       case 1: probe_b<<<1, 64>>>(out); break;
@@ -125,6 +144,9 @@ int main() {
       case 4: probe_e<<<1, 384>>>(reinterpret_cast<float*>(out)); break;
       case 5: probe_fg<false><<<1, 384>>>(reinterpret_cast<float*>(out)); break;
       case 6: probe_fg<true><<<1, 384>>>(reinterpret_cast<float*>(out)); break;
+      case 7: probe_hij<<<1, 96>>>(reinterpret_cast<float*>(out), 32); break;
+      case 8: probe_hij<<<1, 384>>>(reinterpret_cast<float*>(out), 128); break;
+      case 9: probe_hij<<<1, 256>>>(reinterpret_cast<float*>(out), 128); break;
     }
     const cudaError_t e = cudaDeviceSynchronize();
     std::printf("probe %s: %s\n", names[k], cudaGetErrorString(e));

@@ -20,13 +20,7 @@ ffi::Error launch_for_dim(const PagedAttentionParams& p, const PagedWorkspace& w
 
 template <typename T, bool FP8>
 ffi::Error launch_for_cache(const PagedAttentionParams& p, const PagedWorkspace& w, float* ws, gpuStream_t s) {
-  switch (p.head_dim) {
-    case 64: return launch_for_dim<T, 64, FP8>(p, w, ws, s);
-    case 128: return launch_for_dim<T, 128, FP8>(p, w, ws, s);
-    case 256: return launch_for_dim<T, 256, FP8>(p, w, ws, s);
-    default:
-      return ffi::Error::InvalidArgument("jaxpaged: GPU paged_attention supports head dims 64, 128, 256");
-  }
+  return with_paged_head_dim(p.head_dim, [&](auto d) { return launch_for_dim<T, decltype(d)::value, FP8>(p, w, ws, s); });
 }
 #endif
 

@@ -3,12 +3,28 @@
 // parallel and a new variant is a new instance, not an edit of the handler.
 #pragma once
 
+#include <type_traits>
+#include <utility>
+
 #include "common/ffi_helpers.h"
 #include "gpu_vendor.h"
 #include "paged_attention/params.h"
 #include "paged_attention/workspace.h"
 
 namespace jaxpaged {
+
+// f(std::integral_constant<int, D>{}) for the call's head dim D, one of the kernels' 64, 128, 256
+// (the head-dim switch of the tile path and the portable one).
+template <typename F>
+ffi::Error with_paged_head_dim(int64_t head_dim, F&& f) {
+  switch (head_dim) {
+    case 64: return std::forward<F>(f)(std::integral_constant<int, 64>{});
+    case 128: return std::forward<F>(f)(std::integral_constant<int, 128>{});
+    case 256: return std::forward<F>(f)(std::integral_constant<int, 256>{});
+    default:
+      return ffi::Error::InvalidArgument("jaxpaged: GPU paged_attention supports head dims 64, 128, 256");
+  }
+}
 
 // Lists the call's tiles on the device (and clears padding rows) into the front of the workspace.
 template <typename T>

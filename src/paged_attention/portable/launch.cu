@@ -35,13 +35,7 @@ ffi::Error launch_dim(const PagedAttentionParams& p, const PagedWorkspace& w, fl
 template <typename T, bool FP8>
 ffi::Error launch_paged_portable(const PagedAttentionParams& p, const PagedWorkspace& w, float* ws,
                                  gpuStream_t stream) {
-  switch (p.head_dim) {
-    case 64: return launch_dim<T, 64, FP8>(p, w, ws, stream);
-    case 128: return launch_dim<T, 128, FP8>(p, w, ws, stream);
-    case 256: return launch_dim<T, 256, FP8>(p, w, ws, stream);
-    default:
-      return ffi::Error::InvalidArgument("jaxpaged: GPU paged_attention supports head dims 64, 128, 256");
-  }
+  return with_paged_head_dim(p.head_dim, [&](auto d) { return launch_dim<T, decltype(d)::value, FP8>(p, w, ws, stream); });
 }
 
 template ffi::Error launch_paged_portable<gpu_half, false>(const PagedAttentionParams&, const PagedWorkspace&, float*,

@@ -100,9 +100,12 @@ CONFIGS = [
     Mla("mla_h64_b128_ctx4k", heads=64, batch=128),
     Mla("mla_h16_b128_ctx4k_page64", heads=16, batch=128),
     Mla("mla_h128_b4_ctx4k", batch=4),
-    # Quantized and sparse MLA: the portable CUDA-core kernel for now (issues 17, 18).
+    # Quantized and sparse MLA (issues 17, 18): on the H100 the wgmma kernel's gathering loader.
     Mla("mla_fp8_h128_b64_ctx4k", cache="fp8"),
     Mla("sparse_h128_b64_topk2048", cache="656", topk=2048),
+    Mla("sparse_h128_b128_topk2048", cache="656", batch=128, topk=2048),
+    Mla("sparse_h64_b64_topk2048", cache="656", heads=64, topk=2048),
+    Mla("sparse_h128_sq2_b32_topk2048", cache="656", batch=32, s_q=2, topk=2048),
     Mla("sparse_h128_b64_topk2048_bf16", topk=2048),
 ]
 

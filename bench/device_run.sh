@@ -3,7 +3,8 @@
 # bench, serving (bench/serving_ops.py), sanitize (tools/sanitize_driver.cu under compute-sanitizer).
 #   bash bench/device_run.sh test|bench|serving|sanitize|all|MODE,MODE,.. [extra pytest args]
 # BENCH_ARGS: extra bench.py arguments (e.g. "--only decode_b64_ctx4k"); SANITIZE_TOOLS: which
-# tools (default "memcheck racecheck synccheck initcheck"; "memcheck_portable" runs memcheck with
+# tools (default "memcheck racecheck synccheck initcheck"; SANITIZE_ARGS: driver flags, e.g.
+# --mla-only; "memcheck_portable" runs memcheck with
 # JAXPAGED_PORTABLE_KERNELS=1). The sanitizer's build starts in the background at once; its tools
 # then run side by side (each under SANITIZE_LIMIT seconds, default 480), beside the tests, and the
 # bench waits for them so that nothing else runs on the GPU while it times.
@@ -56,7 +57,7 @@ if [[ -n ${san_pid:-} ]]; then
         [[ $tool == *_portable ]] && env=(JAXPAGED_PORTABLE_KERNELS=1) && t=${tool%_portable}
         quick=$([[ $t == racecheck || $t == initcheck ]] && echo --quick)
         env "${env[@]}" timeout "${SANITIZE_LIMIT:-480}" compute-sanitizer --tool $t --error-exitcode 9 \
-          "$san/jaxpaged_sanitize" $quick > "$OUT/sanitize_$tool.log" 2>&1
+          "$san/jaxpaged_sanitize" $quick ${SANITIZE_ARGS:-} > "$OUT/sanitize_$tool.log" 2>&1
         echo $? > "$san.$tool.rc"
       ) &
       san_tools+=("$tool:$!")

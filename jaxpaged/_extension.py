@@ -26,6 +26,7 @@ GPU_TARGETS: frozenset[str] = frozenset(_jaxpaged.registrations().get(GPU_PLATFO
 # Bytes of GPU workspace of one call (the layouts are defined in C++: src/*/workspace.h).
 paged_attention_workspace_bytes = _jaxpaged.paged_attention_workspace_bytes
 mla_decode_workspace_bytes = _jaxpaged.mla_decode_workspace_bytes
+mla_decode_sparse_workspace_bytes = _jaxpaged.mla_decode_sparse_workspace_bytes
 
 
 def _register_all() -> None:

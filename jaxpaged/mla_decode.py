@@ -52,6 +52,12 @@ def check_queries_and_caches(q_nope, q_pe, ckv_cache, kpe_cache):
     return batch, s_q, num_heads, num_pages, page_size
 
 
+def cache_dtypes(q_nope, ckv_cache, kpe_cache):
+    """The dtypes the GPU workspace size depends on (which kernel reads the cache), as the
+    extension's workspace functions take them."""
+    return dict(q_dtype=str(q_nope.dtype), ckv_dtype=str(ckv_cache.dtype), kpe_dtype=str(kpe_cache.dtype))
+
+
 class _MlaDecode(_spec.OpSpec):
     """Operands: q_nope, q_pe, ckv_cache, kpe_cache (ckv_cache again for the combined layout),
     kv_lens, block_tables, options (int32 [2] when an option is traced, read by the kernels from
@@ -74,11 +80,11 @@ class _MlaDecode(_spec.OpSpec):
                 jax.core.ShapedArray((batch, s_q, num_heads), jnp.float32))
 
     def workspace_bytes(self, avals_in, params, device):
-        q_nope, _, ckv_cache, _, _, block_tables = avals_in[:6]
+        q_nope, _, ckv_cache, kpe_cache, _, block_tables = avals_in[:6]
         batch, s_q, num_heads, _ = q_nope.shape
         return _extension.mla_decode_workspace_bytes(
             batch=batch, s_q=s_q, num_heads=num_heads, max_pages=block_tables.shape[1],
-            page_size=ckv_cache.shape[1], device=device, quantized=ckv_cache.dtype != q_nope.dtype)
+            page_size=ckv_cache.shape[1], device=device, **cache_dtypes(q_nope, ckv_cache, kpe_cache))
 
     def batch(self, args, dims, **params):
         """vmap folds the mapped axis into the batch axis (pages offset when the caches are mapped);

@@ -1,6 +1,7 @@
 """mla_decode_sparse: DeepSeek-V3.2's token-level top-k MLA decode, the public function and its
-op's spec. Semantics: jaxpaged.reference.mla_decode_sparse. Its GPU kernel is the portable MLA
-kernel (CUDA cores, src/mla_decode/portable/) for every cache format.
+op's spec. Semantics: jaxpaged.reference.mla_decode_sparse. On a Hopper GPU its lists run on the
+wgmma MLA kernel (src/mla_decode/sm90/, the formats mla_hopper_format names); elsewhere, and for
+the other formats, on the portable MLA kernel (src/mla_decode/portable/).
 """
 
 from __future__ import annotations
@@ -8,8 +9,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxpaged import _checks, _sinks, _spec
-from jaxpaged.mla_decode import OPTION_WORDS, check_queries_and_caches, prepare, sequences_and_heads_plan
+from jaxpaged import _checks, _extension, _sinks, _spec
+from jaxpaged.mla_decode import (OPTION_WORDS, cache_dtypes, check_queries_and_caches, prepare,
+                                 sequences_and_heads_plan)
 
 
 class _MlaDecodeSparse(_spec.OpSpec):
@@ -34,7 +36,11 @@ class _MlaDecodeSparse(_spec.OpSpec):
                 jax.core.ShapedArray((batch, s_q, num_heads), jnp.float32))
 
     def workspace_bytes(self, avals_in, params, device):
-        return 0
+        q_nope, _, ckv_cache, kpe_cache, indices = avals_in[:5]
+        batch, s_q, num_heads, _ = q_nope.shape
+        return _extension.mla_decode_sparse_workspace_bytes(
+            batch=batch, s_q=s_q, num_heads=num_heads, topk=indices.shape[2], page_size=ckv_cache.shape[1],
+            device=device, **cache_dtypes(q_nope, ckv_cache, kpe_cache))
 
     def batch(self, args, dims, **params):
         """vmap folds the mapped axis into the batch axis. With mapped caches, instance i's token

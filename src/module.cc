@@ -3,7 +3,10 @@
 // jaxpaged/_extension.py registers the handlers with XLA; the ops' lowerings ask for the sizes.
 #include <nanobind/nanobind.h>
 
+#include <nanobind/stl/string.h>
+
 #include <cstdint>
+#include <string>
 
 #include "mla_decode/workspace.h"
 #include "paged_attention/workspace.h"
@@ -14,7 +17,7 @@ namespace nb = nanobind;
 extern "C" {
 XLA_FFI_Error* jaxpaged_paged_attention_cpu(XLA_FFI_CallFrame*);
 XLA_FFI_Error* jaxpaged_mla_decode_cpu(XLA_FFI_CallFrame*);
-XLA_FFI_Error* jaxpaged_mla_decode_sparse_cpu(XLA_FFI_CallFrame*);  // no GPU kernel yet
+XLA_FFI_Error* jaxpaged_mla_decode_sparse_cpu(XLA_FFI_CallFrame*);
 XLA_FFI_Error* jaxpaged_write_rows_cpu(XLA_FFI_CallFrame*);
 #ifdef JAXPAGED_WITH_GPU
 XLA_FFI_Error* jaxpaged_paged_attention_gpu(XLA_FFI_CallFrame*);
@@ -46,21 +49,51 @@ int64_t paged_attention_workspace(int64_t num_tokens, int64_t num_q_heads, int64
   return jaxpaged::PagedWorkspace::of(p).floats * int64_t(sizeof(float));
 }
 
-int64_t mla_decode_workspace(int64_t batch, int64_t s_q, int64_t num_heads, int64_t max_pages,
-                                              int64_t page_size, int device, bool quantized) {
-  jaxpaged::MlaDecodeParams p{};
-  p.fp8 = quantized;  // (fp8 or 656-byte rows: the same workspace)
-  p.batch = batch;
-  p.s_q = s_q;
-  p.num_heads = num_heads;
-  p.max_pages = max_pages;
-  p.page_size = page_size;
+// MlaDecodeParams' format flags from the arrays' dtype names (numpy's: "bfloat16",
+// "float8_e4m3fn", "uint8", ...; an empty cache dtype: q's, an empty kpe dtype: the ckv cache's).
+void set_mla_formats(jaxpaged::MlaDecodeParams* p, const std::string& q, const std::string& ckv,
+                     const std::string& kpe) {
+  const std::string c = ckv.empty() ? q : ckv, k = kpe.empty() ? c : kpe;
+  auto fp8 = [](const std::string& d) { return d.rfind("float8", 0) == 0; };
+  p->q_bf16 = q == "bfloat16";
+  p->ds_rows = c == "uint8";
+  p->fp8 = fp8(c);
+  p->kv_e5m2 = c == "float8_e5m2";
+  p->kpe_fp8 = p->fp8 && fp8(k);
+}
+
+int64_t mla_workspace_of(const jaxpaged::MlaDecodeParams& p, int device) {
 #ifdef JAXPAGED_WITH_GPU
   return jaxpaged::mla_decode_workspace_bytes(p, device);
 #else
   (void)device;  // no GPU kernels: the sm_80 path's layout, for the record
   return jaxpaged::MlaWorkspace::of(p, jaxpaged::MlaDevice{0, false}).floats * int64_t(sizeof(float));
 #endif
+}
+
+int64_t mla_decode_workspace(int64_t batch, int64_t s_q, int64_t num_heads, int64_t max_pages, int64_t page_size,
+                             int device, const std::string& q_dtype, const std::string& ckv_dtype,
+                             const std::string& kpe_dtype) {
+  jaxpaged::MlaDecodeParams p{};
+  set_mla_formats(&p, q_dtype, ckv_dtype, kpe_dtype);
+  p.batch = batch;
+  p.s_q = s_q;
+  p.num_heads = num_heads;
+  p.max_pages = max_pages;
+  p.page_size = page_size;
+  return mla_workspace_of(p, device);
+}
+
+int64_t mla_decode_sparse_workspace(int64_t batch, int64_t s_q, int64_t num_heads, int64_t topk, int64_t page_size,
+                                    int device, const std::string& q_dtype, const std::string& ckv_dtype,
+                                    const std::string& kpe_dtype) {
+  jaxpaged::MlaDecodeParams p{};
+  set_mla_formats(&p, q_dtype, ckv_dtype, kpe_dtype);
+  p.batch = batch;
+  p.s_q = s_q;
+  p.num_heads = num_heads;
+  p.page_size = page_size;
+  return mla_workspace_of(jaxpaged::mla_sparse_as_lists(p, nullptr, nullptr, topk), device);
 }
 
 }  // namespace
@@ -98,7 +131,11 @@ NB_MODULE(_jaxpaged, m) {
   m.def("paged_attention_workspace_bytes", &paged_attention_workspace, nb::arg("num_tokens"),
         nb::arg("num_q_heads"), nb::arg("num_kv_heads"), nb::arg("head_dim"), nb::arg("num_seqs"),
         nb::arg("max_pages"), nb::arg("page_size"), nb::arg("device"));
+  // The dtypes as numpy names (str(x.dtype)); the caches' default to q's.
   m.def("mla_decode_workspace_bytes", &mla_decode_workspace, nb::arg("batch"), nb::arg("s_q"),
         nb::arg("num_heads"), nb::arg("max_pages"), nb::arg("page_size"), nb::arg("device"),
-        nb::arg("quantized") = false);
+        nb::arg("q_dtype") = "bfloat16", nb::arg("ckv_dtype") = "", nb::arg("kpe_dtype") = "");
+  m.def("mla_decode_sparse_workspace_bytes", &mla_decode_sparse_workspace, nb::arg("batch"), nb::arg("s_q"),
+        nb::arg("num_heads"), nb::arg("topk"), nb::arg("page_size"), nb::arg("device"),
+        nb::arg("q_dtype") = "bfloat16", nb::arg("ckv_dtype") = "", nb::arg("kpe_dtype") = "");
 }

@@ -238,6 +238,7 @@ void run_mla(const MlaCase& c) {
   p.ds_rows = c.fmt == 2;
   p.fp8 = c.fmt == 1;
   p.kpe_fp8 = c.fmt == 1 && c.combined;
+  p.q_bf16 = true;
   const int64_t ws_floats = jaxpaged::mla_decode_workspace_bytes(p, -1) / 4;  // -1: the most any visible GPU needs
   Device<float> ws{static_cast<size_t>(ws_floats)};
   report("mla " + c.name, jaxpaged::run_mla_decode_gpu(p, DataType::BF16, ws.ptr, ws_floats, nullptr));
@@ -251,15 +252,23 @@ void run_mla(const MlaCase& c) {
     std::vector<int32_t> topk_lens(B);
     for (auto& n : topk_lens) n = rand_int(-3, c.sparse_topk + 5);
     Device<int32_t> d_idx(idx), d_topk_lens(topk_lens);
-    report("mla sparse " + c.name, jaxpaged::launch_mla_sparse_portable<__nv_bfloat16>(
-                                       p, d_idx.ptr, d_topk_lens.ptr, c.sparse_topk, nullptr));
+    const int64_t sparse_ws = jaxpaged::mla_decode_workspace_bytes(
+                                  jaxpaged::mla_sparse_as_lists(p, nullptr, nullptr, c.sparse_topk), -1) / 4;
+    Device<float> ws_sparse{static_cast<size_t>(sparse_ws > 0 ? sparse_ws : 1)};
+    report("mla sparse " + c.name, jaxpaged::run_mla_sparse_gpu(p, d_idx.ptr, d_topk_lens.ptr, c.sparse_topk,
+                                                                DataType::BF16, ws_sparse.ptr, sparse_ws, nullptr));
   }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::string(argv[1]) == "--quick";  // racecheck is slow: fewer, smaller cases
+  // --quick: fewer, smaller cases (racecheck is slow); --mla-only: skip the paged cases.
+  bool quick = false, mla_only = false;
+  for (int a = 1; a < argc; ++a) {
+    quick |= std::string(argv[a]) == "--quick";
+    mla_only |= std::string(argv[a]) == "--mla-only";
+  }
   std::setvbuf(stdout, nullptr, _IONBF, 0);  // each case's line as it finishes (a tool may be cut off)
   std::vector<PagedCase> paged = {
       {"decode GQA 4, junk ids in range, lengths past table / negative", {}, {37, 5000, -3, 0, 700, 16}, 32, 8, 128, 16,
@@ -299,7 +308,7 @@ int main(int argc, char** argv) {
   cudaGetDeviceProperties(&prop, device);
   std::printf("device %s (sm_%d%d)%s\n", prop.name, prop.major, prop.minor, quick ? ", quick" : "");
   for (size_t i = 0; i < paged.size(); ++i) {
-    if (quick && (i == 3 || i == 7)) continue;
+    if (mla_only || (quick && (i == 3 || i == 7))) continue;
     run_paged(paged[i]);
   }
   for (size_t i = 0; i < mla.size(); ++i) {

@@ -67,6 +67,23 @@ __device__ __forceinline__ void fp8x16_to(const uint4& in, uint4& lo, uint4& hi,
   hi = make_uint4(o[4], o[5], o[6], o[7]);
 }
 
+// Sixteen e4m3 values times `scale`, rounded to T (the Hopper MLA kernel's 656-byte rows, whose
+// per-token group scales cannot be applied after its products).
+template <typename T>
+__device__ __forceinline__ void fp8x16_scaled_to(const uint4& in, float scale, uint4& lo, uint4& hi) {
+  const uint32_t w[4] = {in.x, in.y, in.z, in.w};
+  uint32_t o[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    __half2 h;
+    *reinterpret_cast<uint32_t*>(&h) = fp8x2_to_half2_bits((w[i / 2] >> (16 * (i % 2))) & 0xFFFFu, false);
+    const float2 f = __half22float2(h);
+    o[i] = pack2<T>(f.x * scale, f.y * scale);
+  }
+  lo = make_uint4(o[0], o[1], o[2], o[3]);
+  hi = make_uint4(o[4], o[5], o[6], o[7]);
+}
+
 // Eight fp8 values (one 8-byte load) as eight T values (one 16-byte chunk).
 template <typename T>
 __device__ __forceinline__ uint4 fp8x8_to(const uint2& in, bool e5m2) {

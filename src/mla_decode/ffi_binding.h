@@ -82,6 +82,7 @@ inline ffi::Error decode_mla_queries_and_caches(ffi::AnyBuffer q_nope, ffi::AnyB
   p->fp8 = fp8_cache;
   p->kv_e5m2 = cache_dt == ffi::DataType::F8E5M2;
   p->kpe_fp8 = fp8_cache && combined;
+  p->q_bf16 = dt == ffi::DataType::BF16;
   return decode_options(options, kMlaOptionWords, &p->options);
 }
 

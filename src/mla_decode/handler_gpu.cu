@@ -1,9 +1,12 @@
 // GPU handler for MLA decode: decodes the call, lays out its workspace for the device it runs on
-// (workspace.h) and dispatches to one of two paths (launch.h). No kernel is compiled here.
-//   Hopper (compute capability 9 and a build with sm_90a): device-side partition schedule, the
-//     wgmma kernel (sm90/), then the merge of cut sequences;
+// (workspace.h) and dispatches to one of three paths (launch.h). No kernel is compiled here.
+//   Hopper (compute capability 9 and a build with sm_90a; the cache formats mla_hopper_format
+//     names): device-side partition schedule, the wgmma kernel (sm90/), then the merge of cut
+//     sequences; also sparse MLA decode's lists (run_mla_sparse_gpu);
+//   the portable kernel (portable/): other quantized formats, sparse calls off Hopper;
 //   otherwise (sm_80 and later): the mma.sync kernel with static KV splits (sm80/).
 #include <algorithm>
+#include <type_traits>
 
 #include "common/gpu_launch.h"
 #include "mla_decode/ffi_binding.h"
@@ -40,6 +43,33 @@ MlaDevice mla_device(int device) {
 }
 
 #if defined(JAXPAGED_WITH_SM90)
+// The wgmma kernel instance for p: TMA for 16-bit dense caches with pages of >= 64 tokens, else
+// the gathering loader, per sparse lists and cache format (656-byte rows: bf16 queries only).
+template <typename T>
+ffi::Error launch_wgmma_for(const MlaDecodeParams& p, int row_blocks, int parts, const MlaSchedule& sched,
+                            float* ws_out, float* ws_lse, gpuStream_t stream) {
+  MlaTmaMaps maps{};
+  auto gather = [&](auto sparse) -> ffi::Error {
+    constexpr bool kSparse = decltype(sparse)::value;
+    if (p.ds_rows) {
+      if constexpr (std::is_same<T, gpu_bf16>::value) {
+        return launch_mla_wgmma<T, false, kSparse, kMlaDsRows>(p, row_blocks, parts, sched, ws_out, ws_lse, maps,
+                                                              stream);
+      }
+      return ffi::Error::Internal("jaxpaged: 656-byte rows take the portable kernel with float16 queries");
+    }
+    if (p.fp8) {
+      return launch_mla_wgmma<T, false, kSparse, kMlaFp8>(p, row_blocks, parts, sched, ws_out, ws_lse, maps, stream);
+    }
+    return launch_mla_wgmma<T, false, kSparse, kMlaSame>(p, row_blocks, parts, sched, ws_out, ws_lse, maps, stream);
+  };
+  if (p.sparse) return gather(std::true_type{});
+  if (!mla_quantized(p) && make_tma_maps<T>(p, &maps)) {
+    return launch_mla_wgmma<T, true, false, kMlaSame>(p, row_blocks, parts, sched, ws_out, ws_lse, maps, stream);
+  }
+  return gather(std::false_type{});
+}
+
 template <typename T>
 ffi::Error launch_hopper(const MlaDecodeParams& p, const MlaWorkspace& w, float* ws, gpuStream_t stream) {
   const int64_t rows_per_b = p.s_q * p.num_heads;
@@ -48,12 +78,7 @@ ffi::Error launch_hopper(const MlaDecodeParams& p, const MlaWorkspace& w, float*
   float* ws_out = ws + w.schedule_floats;
   float* ws_lse = ws_out + 2 * w.parts * rows_per_b * kMlaLatentDim;
   JP_RETURN_IF_ERROR(launch_mla_schedule(p, w.parts, sched, stream));
-  MlaTmaMaps maps{};
-  if (make_tma_maps<T>(p, &maps)) {
-    JP_RETURN_IF_ERROR((launch_mla_wgmma<T, true>(p, int(row_blocks), w.parts, sched, ws_out, ws_lse, maps, stream)));
-  } else {
-    JP_RETURN_IF_ERROR((launch_mla_wgmma<T, false>(p, int(row_blocks), w.parts, sched, ws_out, ws_lse, maps, stream)));
-  }
+  JP_RETURN_IF_ERROR(launch_wgmma_for<T>(p, int(row_blocks), w.parts, sched, ws_out, ws_lse, stream));
   return launch_mla_merge<T>(p, w.parts, sched, ws_out, ws_lse, stream);
 }
 #endif
@@ -83,17 +108,35 @@ ffi::Error run_mla_decode_gpu(const MlaDecodeParams& p, ffi::DataType dtype, flo
   }
   return with_gpu_dtype(dtype, "mla_decode", [&](auto t) -> ffi::Error {
     using T = decltype(t);
-    // (quantized caches: the portable kernel is their only GPU kernel so far)
-    if (use_portable_kernels() || mla_quantized(p)) return launch_mla_portable<T>(p, w, ws, stream);
 #if defined(JAXPAGED_WITH_SM90)
     if (w.hopper) return launch_hopper<T>(p, w, ws, stream);
 #endif
+    // (the formats the Hopper kernel does not read, and every format on other GPUs)
+    if (use_portable_kernels() || mla_quantized(p)) return launch_mla_portable<T>(p, w, ws, stream);
 #if defined(JAXPAGED_VENDOR_HIP)
     return ffi::Error::Internal("jaxpaged: unreachable (a ROCm build runs the portable kernels)");
 #else
     return mla_row_tiles(p.s_q * p.num_heads) == 4 ? launch_mla_sm80<T, 4>(p, w, ws, stream)
                                                    : launch_mla_sm80<T, 1>(p, w, ws, stream);
 #endif
+  });
+}
+
+ffi::Error run_mla_sparse_gpu(const MlaDecodeParams& p, const int32_t* indices, const int32_t* topk_lens, int64_t topk,
+                              ffi::DataType dtype, float* ws, int64_t ws_floats, gpuStream_t stream) {
+  if (p.batch * p.s_q * p.num_heads == 0) return ffi::Error::Success();
+  const MlaDecodeParams lists = mla_sparse_as_lists(p, indices, topk_lens, topk);
+  const MlaWorkspace w = MlaWorkspace::of(lists, mla_device(current_device()));
+  if (ws_floats < w.floats) {
+    return ffi::Error::InvalidArgument(
+        "jaxpaged: mla_decode_sparse workspace smaller than this device's path needs (lowered for another device?)");
+  }
+  return with_gpu_dtype(dtype, "mla_decode_sparse", [&](auto t) -> ffi::Error {
+    using T = decltype(t);
+#if defined(JAXPAGED_WITH_SM90)
+    if (w.hopper) return launch_hopper<T>(lists, w, ws, stream);
+#endif
+    return launch_mla_sparse_portable<T>(p, indices, topk_lens, topk, stream);
   });
 }
 

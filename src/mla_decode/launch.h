@@ -19,7 +19,7 @@ ffi::Error launch_mla_sm80(const MlaDecodeParams& p, const MlaWorkspace& w, floa
 // Hopper path, in three launches: the partition schedule (schedule.cu), the wgmma kernel
 // (sm90/launch.cuh; maps only read with kTma), the merge of cut sequences (schedule.cu).
 ffi::Error launch_mla_schedule(const MlaDecodeParams& p, int parts, const MlaSchedule& sched, gpuStream_t stream);
-template <typename T, bool kTma>
+template <typename T, bool kTma, bool kSparse, int kFmt>
 ffi::Error launch_mla_wgmma(const MlaDecodeParams& p, int row_blocks, int parts, const MlaSchedule& sched,
                             float* ws_out, float* ws_lse, const MlaTmaMaps& maps, gpuStream_t stream);
 template <typename T>
@@ -36,8 +36,8 @@ int mla_sm90_binary_version();
 template <typename T>
 ffi::Error launch_mla_portable(const MlaDecodeParams& p, const MlaWorkspace& w, float* ws, gpuStream_t stream);
 
-// Sparse MLA decode (mla_decode_sparse; 16-bit caches): the portable kernel over each query row's
-// index list, one split, no workspace. portable/launch.cu.
+// Sparse MLA decode (mla_decode_sparse) off the Hopper path: the portable kernel over each query
+// row's index list, one split, no workspace. portable/launch.cu.
 template <typename T>
 ffi::Error launch_mla_sparse_portable(const MlaDecodeParams& p, const int32_t* indices, const int32_t* topk_lens,
                                       int64_t topk, gpuStream_t stream);
@@ -47,5 +47,9 @@ ffi::Error launch_mla_sparse_portable(const MlaDecodeParams& p, const int32_t* i
 // the entry point of tools/sanitize_driver.cu, which runs the kernels without JAX.
 ffi::Error run_mla_decode_gpu(const MlaDecodeParams& p, ffi::DataType dtype, float* ws, int64_t ws_floats,
                               gpuStream_t stream);
+// The same for sparse MLA decode (p: the op's queries and caches; handler_gpu.cu): the Hopper
+// kernel over the index lists (mla_sparse_as_lists) where it reads the format, else the portable one.
+ffi::Error run_mla_sparse_gpu(const MlaDecodeParams& p, const int32_t* indices, const int32_t* topk_lens, int64_t topk,
+                              ffi::DataType dtype, float* ws, int64_t ws_floats, gpuStream_t stream);
 
 }  // namespace jaxpaged

@@ -36,11 +36,41 @@ struct MlaDecodeParams {
   // An fp8 latent cache (float8_e4m3fn, or float8_e5m2 when kv_e5m2); kpe_fp8: its rope is fp8
   // too (the combined 576 layout), else a 16-bit kpe cache of q's dtype.
   bool fp8, kv_e5m2, kpe_fp8;
+
+  // Sparse calls (mla_decode_sparse) as the Hopper kernel sees them (mla_sparse_as_lists):
+  // `batch` counts index lists (the op's B * s_q query tokens, s_q = 1 here), list b's tokens
+  // are the slots indices[b * topk ..] (page * page_size + offset; outside [0, num_pages *
+  // page_size): no key), its length topk_lens[b / lens_every] clamped to [0, topk] (topk when
+  // topk_lens is null).
+  bool sparse = false;
+  const int32_t* indices = nullptr;
+  const int32_t* topk_lens = nullptr;
+  int64_t topk = 0, lens_every = 1;
+  bool q_bf16 = false;  // q's dtype is bfloat16 (else float16)
 };
 
-// Whether the cache holds quantized values (fp8 or 656-byte rows): only the portable kernel
-// (portable/kernel.cuh) reads those on a GPU so far.
+// Cache formats, as kernels' template parameters (what MlaDecodeParams' flags say).
+constexpr int kMlaSame = 0;    // q's 16-bit dtype, split or combined
+constexpr int kMlaFp8 = 1;     // fp8 latent (+ fp8 or 16-bit rope), per-tensor kv_scale
+constexpr int kMlaDsRows = 2;  // 656-byte rows
+JP_HOST_DEVICE int mla_format(const MlaDecodeParams& p) { return p.ds_rows ? kMlaDsRows : (p.fp8 ? kMlaFp8 : kMlaSame); }
+
+// Whether the cache holds quantized values (fp8 or 656-byte rows).
 JP_HOST_DEVICE bool mla_quantized(const MlaDecodeParams& p) { return p.fp8 || p.ds_rows; }
+
+// Whether the Hopper kernel (sm90/) reads this cache: 16-bit caches; fp8 with an fp8 rope (one
+// kv_scale for the whole key, folded into the score scale and the output). Others take the
+// portable kernel: an fp8 latent beside a 16-bit rope, and 656-byte rows. The wgmma kernel has a
+// 656-byte instance (bf16 queries; kMlaHopperDsRows turns it on), which multiplies a token's
+// values by its group scales and rounds them to bf16 (FlashMLA's way): on the H100 (2026-11-23)
+// its lse differed from the float32 reference by up to 7e-3 (the tests allow 2e-3) and one
+// adversarial case gave finite rows where the reference's are NaN (not yet understood), so it
+// stays off (NOTES item 34).
+constexpr bool kMlaHopperDsRows = false;
+JP_HOST_DEVICE bool mla_hopper_format(const MlaDecodeParams& p) {
+  if (p.ds_rows) return kMlaHopperDsRows && p.q_bf16;
+  return !p.fp8 || p.kpe_fp8;
+}
 
 constexpr int kMlaOptionWords = 2;
 constexpr int kMlaDsRowBytes = 656, kMlaDsScalesAt = 512, kMlaDsRopeAt = 528;

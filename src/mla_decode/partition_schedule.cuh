@@ -26,8 +26,22 @@ namespace jaxpaged {
 __device__ __forceinline__ int mla_tiles_of(int64_t kv_len) {
   return int((kv_len + kMlaTileKeys - 1) / kMlaTileKeys);
 }
+// Keys of sequence b: a dense sequence's kv_len clamped to its pages (capacity = max_pages *
+// page_size); a sparse list's length (MlaDecodeParams::indices), at most topk (< 2^31).
+template <bool kSparse>
+__device__ __forceinline__ int mla_kv_len(const MlaDecodeParams& p, int64_t b, int64_t capacity) {
+  if constexpr (kSparse) {
+    // (32-bit division: a 64-bit one is a called routine, and its branches made ptxas serialize
+    // the kernel's wgmma: C7520)
+    const int64_t n = p.topk_lens == nullptr ? p.topk : p.topk_lens[int(b) / int(p.lens_every)];
+    return int(n < 0 ? 0 : (n > p.topk ? p.topk : n));
+  } else {
+    return int(clamp_kv_len(p.kv_lens[b], capacity));
+  }
+}
 __device__ __forceinline__ int mla_seq_tiles(const MlaDecodeParams& p, int64_t b) {
-  return mla_tiles_of(clamp_kv_len(p.kv_lens[b], p.max_pages * p.page_size));
+  const int64_t capacity = p.max_pages * p.page_size;
+  return mla_tiles_of(p.sparse ? mla_kv_len<true>(p, b, capacity) : mla_kv_len<false>(p, b, capacity));
 }
 
 // The tiles [begin, end) of sequence b that partition `part` processes.

@@ -15,6 +15,7 @@ constexpr int kMlaTileKeys = 64;        // cache tokens per KV tile of the Hoppe
 constexpr int kMlaSeqCost = 2;          // a sequence's fixed cost in the schedule, in tiles
 constexpr int kMlaMaxPartitions = 160;  // bounds the Hopper path's workspace
 constexpr int kMlaWgRows = 64;          // query rows per block of the Hopper path (the wgmma M)
+constexpr int64_t kMlaMaxSparseTopk = int64_t(1) << 30;  // the Hopper path's list lengths are int32
 
 // The schedule's int32 arrays, carved from the front of the Hopper path's workspace
 // (partition_schedule.cuh fills and reads them).
@@ -66,18 +67,20 @@ struct MlaWorkspace {
   int split_cap = 1;
   int64_t floats = 0;  // the whole workspace
 
-  // Only the shapes in p and whether its cache is quantized are read (the pointers may be null).
-  // A quantized cache takes the portable kernel, which uses the sm_80 path's layout.
+  // Only the shapes and formats in p are read (the pointers may be null). A cache format the
+  // Hopper kernel does not read (mla_hopper_format) takes the portable kernel, which uses the
+  // sm_80 path's layout; sparse calls (p as mla_sparse_as_lists makes it) use the Hopper layout
+  // or none (the portable kernel's one split).
   static MlaWorkspace of(const MlaDecodeParams& p, const MlaDevice& d) {
     MlaWorkspace w;
-    w.hopper = d.hopper && !mla_quantized(p);
+    w.hopper = d.hopper && mla_hopper_format(p) && (!p.sparse || p.topk <= kMlaMaxSparseTopk);
     const int64_t rows_per_b = p.s_q * p.num_heads;
     if (w.hopper) {
       const int64_t row_blocks = (rows_per_b + kMlaWgRows - 1) / kMlaWgRows;
       w.parts = mla_num_partitions(d.sms, row_blocks);
       w.schedule_floats = (MlaSchedule::ints(w.parts, p.batch) + 3) / 4 * 4;
       w.floats = w.schedule_floats + 2 * w.parts * rows_per_b * (kMlaLatentDim + 1);
-    } else {
+    } else if (!p.sparse) {
       const int64_t block_rows = 16 * mla_row_tiles(rows_per_b);
       const int64_t blocks = p.batch * ((rows_per_b + block_rows - 1) / block_rows);
       w.split_cap = kv_split_cap(blocks, p.max_pages * p.page_size);
@@ -88,7 +91,26 @@ struct MlaWorkspace {
 };
 
 // Bytes of workspace a GPU call with these shapes needs on `device` (a CUDA ordinal; negative:
-// the most any visible device needs). handler_gpu.cu; the extension exports it to Python.
+// the most any visible device needs); a sparse call's shapes as mla_sparse_as_lists gives them.
+// handler_gpu.cu; the extension exports it to Python.
 int64_t mla_decode_workspace_bytes(const MlaDecodeParams& shapes, int device);
+
+// A sparse call (B query tokens x s_q, each with its index list) as the Hopper kernel's dense
+// sequences: B * s_q lists of one query token each (params.h).
+inline MlaDecodeParams mla_sparse_as_lists(MlaDecodeParams p, const int32_t* indices, const int32_t* topk_lens,
+                                           int64_t topk) {
+  p.sparse = true;
+  p.indices = indices;
+  p.topk_lens = topk_lens;
+  p.topk = topk;
+  p.lens_every = p.s_q;
+  p.batch *= p.s_q;
+  p.s_q = 1;
+  p.causal = false;
+  p.kv_lens = nullptr;
+  p.block_tables = nullptr;
+  p.max_pages = 0;
+  return p;
+}
 
 }  // namespace jaxpaged

@@ -40,11 +40,6 @@ constexpr int kMlaPortableThreads = 128;
 constexpr int kMlaPortableHeads = 16;  // query heads per block (8 threads per head)
 constexpr int kMlaPortableKeys = 16;   // cache tokens per tile
 
-// The cache formats of the FMT template parameter.
-constexpr int kMlaSame = 0;    // q's 16-bit dtype, split or combined
-constexpr int kMlaFp8 = 1;     // fp8 latent (+ fp8 or 16-bit rope), per-tensor kv_scale
-constexpr int kMlaDsRows = 2;  // 656-byte rows
-
 // A sparse call's index lists (read by SPARSE instances only).
 struct MlaSparseLists {
   const int32_t* indices;    // [batch, s_q, topk]

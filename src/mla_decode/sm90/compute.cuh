@@ -41,7 +41,7 @@ constexpr int kMlaBarOwn = 5;      // + wg: this warpgroup alone
 
 #if defined(JP_HAVE_WGMMA)  // the sm_90a device pass (wgmma.cuh)
 // One compute thread's view of the block: which rows it holds, where its shared state lives.
-template <typename T, bool kTma>
+template <typename T, bool kTma, bool kSparse = false, int kFmt = kMlaSame>
 struct MlaComputeWarpgroup {
   using S = MlaWgSmem;
   static constexpr int kComputeThreads = kMlaComputeThreads;
@@ -52,6 +52,7 @@ struct MlaComputeWarpgroup {
   float* sSum;
   int* sBadPage;
   int* sBadWg;
+  const unsigned char* sKeyMask;  // the loader's marks of each buffer's key tokens (kSparse)
   uint64_t* full;
   uint64_t* empty;
   int wg, tw, lane;
@@ -59,6 +60,7 @@ struct MlaComputeWarpgroup {
   int ld_chunk;          // the 16-byte chunk of a row this thread copies
   uint64_t q_desc;
   float qk_scale;
+  float out_scale;  // kMlaFp8: kv_scale (values are the cache's fp8 values), else 1
   int r_lo, r_hi;  // this thread's two rows in the accumulator layout (the same in both warpgroups)
   float* my_max;          // what this thread publishes
   const float* peer_max;  // what the other warpgroup's twin did
@@ -67,10 +69,12 @@ struct MlaComputeWarpgroup {
 
   __device__ __forceinline__ MlaComputeWarpgroup(const MlaDecodeParams& params, const MlaWgShared& sh, int wg_,
                                                  int tw_, int lane_, int rows_per_b_, int row0_, int ld_chunk_)
-      : p(params), base(sh.base), sSum(sh.sSum), sBadPage(sh.sBadPage), sBadWg(sh.sBadWg), full(sh.full),
+      : p(params), base(sh.base), sSum(sh.sSum), sBadPage(sh.sBadPage), sBadWg(sh.sBadWg), sKeyMask(sh.sKeyMask), full(sh.full),
         empty(sh.empty), wg(wg_), tw(tw_), lane(lane_), rows_per_b(rows_per_b_), row0(row0_), ld_chunk(ld_chunk_) {
     q_desc = wgmma_desc_sw128(smem_addr(base + S::kQ), 16, 1024);
-    qk_scale = mla_scale(p) * kLog2e;
+    // kMlaFp8: the tiles hold the fp8 values exactly; kv_scale scales every key and value.
+    out_scale = kFmt == kMlaFp8 ? mla_kv_scale(p) : 1.f;
+    qk_scale = mla_scale(p) * kLog2e * out_scale;
     r_lo = (tw / 32) * 16 + lane / 4;
     r_hi = r_lo + 8;
     my_max = sh.sMax + wg * 256 + 2 * tw;
@@ -149,19 +153,27 @@ struct MlaComputeWarpgroup {
     }
   }
   // Scales S to the log2 domain, with masked keys at -inf when `mask` (only tiles that reach past
-  // a row's last visible key need it); returns the rows' maxima over the tile.
-  __device__ __forceinline__ MlaRowPair tile_max(float (&sacc)[32], int u, bool mask, int end_lo, int end_hi) const {
+  // a row's last visible key need it); returns the rows' maxima over the tile (in buffer buf).
+  // kSparse: a key is masked when the loader marked its token as none (past the list's length,
+  // or a slot outside the pool), whatever `mask` says.
+  __device__ __forceinline__ MlaRowPair tile_max(float (&sacc)[32], int u, bool mask, int end_lo, int end_hi,
+                                                 int buf) const {
     // Accumulator j of this thread: key 8 (j / 4) + 2 (lane % 4) + j % 2 of the tile, row r_lo
     // for j % 4 < 2, else r_hi. Keys are compared as offsets in the tile.
     const int tile0 = u * kMlaWgKeys + 2 * (lane % 4);
     const int lim_lo = max(-1, min(end_lo - tile0, kMlaWgKeys));
     const int lim_hi = max(-1, min(end_hi - tile0, kMlaWgKeys));
+    // kSparse: the marks of this thread's tokens 8 q + 2 (lane % 4) + {0, 1} (q = j / 4), read as
+    // needed (registers are scarce here: marks held through the loop made ptxas spill).
+    const unsigned char* marks = sKeyMask + buf * 64 + 2 * (lane % 4);
     MlaRowPair mx{-INFINITY, -INFINITY};
 #pragma unroll
     for (int j = 0; j < 32; ++j) {
       const int key = 8 * (j / 4) + (j % 2);
       const bool hi = (j % 4) >= 2;
-      sacc[j] = !mask || key < (hi ? lim_hi : lim_lo) ? sacc[j] * qk_scale : -INFINITY;
+      const bool keep = kSparse ? marks[8 * (j / 4) + j % 2] != 0
+                                : !mask || key < (hi ? lim_hi : lim_lo);
+      sacc[j] = keep ? sacc[j] * qk_scale : -INFINITY;
       if (hi) mx.hi = fmaxf(mx.hi, sacc[j]);
       else mx.lo = fmaxf(mx.lo, sacc[j]);
     }

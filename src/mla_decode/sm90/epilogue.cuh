@@ -15,8 +15,8 @@ namespace jaxpaged {
 // l: this thread's shares of its rows' sums; m: their final maxima (log2 domain); o: its half of
 // the rows' outputs; bad: a page id of this warpgroup's tiles was out of range (the whole
 // sequence then comes out NaN).
-template <typename T, bool kTma>
-__device__ __forceinline__ void mla_store_sequence(const MlaComputeWarpgroup<T, kTma>& w, const MlaSchedule& s,
+template <typename T, typename W>
+__device__ __forceinline__ void mla_store_sequence(const W& w, const MlaSchedule& s,
                                                    int part, int b, MlaRowPair& l, const MlaRowPair& m,
                                                    const float (&o)[128], bool& bad, float* __restrict__ ws_out,
                                                    float* __restrict__ ws_lse) {
@@ -39,7 +39,8 @@ __device__ __forceinline__ void mla_store_sequence(const MlaComputeWarpgroup<T, 
     const int r = half ? w.r_hi : w.r_lo;
     if (w.row0 + r >= w.rows_per_b) continue;
     const float sum = half ? sum_hi : sum_lo;
-    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    // (a NaN key makes the sum NaN: out and lse NaN, as in the reference; no key: out 0, lse -inf)
+    const float inv = sum > 0.f ? w.out_scale / sum : (sum == 0.f ? 0.f : NAN);
     const int64_t row = int64_t(b) * w.rows_per_b + w.row0 + r;
     const int64_t ws_row = int64_t(slot) * w.rows_per_b + w.row0 + r;
 #pragma unroll
@@ -55,7 +56,7 @@ __device__ __forceinline__ void mla_store_sequence(const MlaComputeWarpgroup<T, 
     }
     if (w.wg == 0 && w.lane % 4 == 0) {
       const float mrow = half ? m.hi : m.lo;
-      const float lse = bad ? NAN : (sum > 0.f ? (mrow + __log2f(sum)) * kLn2 : -INFINITY);
+      const float lse = bad ? NAN : (sum > 0.f ? (mrow + __log2f(sum)) * kLn2 : (sum == 0.f ? -INFINITY : NAN));
       if (whole) w.p.lse[row] = lse;
       else ws_lse[ws_row] = lse;
     }

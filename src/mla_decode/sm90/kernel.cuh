@@ -53,8 +53,10 @@
 namespace jaxpaged {
 
 // kTma: the loader is one thread issuing a TMA box per column block (pages of >= 64 tokens: a
-// tile is a 64-row slice of one page); otherwise 128 threads issue 16-byte cp.async copies.
-template <typename T, bool kTma>
+// tile is a 64-row slice of one page); otherwise 128 threads gather rows (loader.cuh). kSparse:
+// sequences are sparse index lists (MlaDecodeParams::indices; gathered). kFmt: the cache format
+// (params.h; quantized ones gathered and converted to T by the loader).
+template <typename T, bool kTma, bool kSparse, int kFmt>
 __global__ void __launch_bounds__(kMlaWgThreads, 1)
     mla_wgmma_kernel(const MlaDecodeParams p, int page_shift, int row_blocks, const MlaSchedule s,
                      float* __restrict__ ws_out, float* __restrict__ ws_lse,
@@ -93,22 +95,23 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
   auto tile_range = [&](int b, int64_t kv_len) { return mla_piece_tiles(s, part, b, mla_tiles_of(kv_len)); };
 
   if (wg == 2) {  // the loader warpgroup
-    warpgroup_regs_shrink<MlaWgRegs<kTma>::kLoader>();
+    warpgroup_regs_shrink<MlaWgRegs<kTma, kFmt != kMlaSame>::kLoader>();
     if constexpr (kTma) {
       if (tw == 0) mla_load_tiles_tma(p, page_shift, s, part, first_b, last_b, capacity, maps, sh);
     } else {
-      mla_load_tiles_cp_async<T>(p, page_shift, s, part, first_b, last_b, capacity, sh, tw, lane, ld_chunk);
+      mla_load_tiles_gather<T, kSparse, kFmt>(p, page_shift, s, part, first_b, last_b, capacity, sh, tw, lane,
+                                              ld_chunk);
     }
     return;
   }
 
   // The compute warpgroups.
-  warpgroup_regs_grow<MlaWgRegs<kTma>::kCompute>();
-  const MlaComputeWarpgroup<T, kTma> w(p, sh, wg, tw, lane, rows_per_b, row0, ld_chunk);
+  warpgroup_regs_grow<MlaWgRegs<kTma, kFmt != kMlaSame>::kCompute>();
+  const MlaComputeWarpgroup<T, kTma, kSparse, kFmt> w(p, sh, wg, tw, lane, rows_per_b, row0, ld_chunk);
   int uses[2] = {0, 0};      // tiles consumed from each buffer so far (mirrors the loader)
   bool q_in_flight = false;  // warpgroup 0 already issued this sequence's queries (see below)
   for (int b = first_b; b <= last_b; ++b) {
-    const int kv_len = int(clamp_kv_len(p.kv_lens[b], capacity));
+    const int kv_len = mla_kv_len<kSparse>(p, b, capacity);
     const TileSpan tiles = tile_range(b, kv_len);
     // Both warpgroups are done with the previous sequence's queries and crossing buffers.
     named_barrier_sync(kMlaBarCompute, kMlaComputeThreads);
@@ -124,10 +127,11 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
       if (row0 + r >= rows_per_b || !p.causal) return kv_len;
       return int(visible_keys(kv_len, p.s_q, (row0 + r) / p.num_heads, 0).end);
     };
-    const int end_lo = row_end(w.r_lo), end_hi = row_end(w.r_hi);
+    // (sparse lists: the loader marks each tile's keys, tile_max masks by those alone)
+    const int end_lo = kSparse ? 0 : row_end(w.r_lo), end_hi = kSparse ? 0 : row_end(w.r_hi);
     const int min_end = min(end_lo, end_hi);
     // Tile u needs masking when it reaches past some row's end in this warp.
-    auto needs_mask = [&](int u) { return gpu::any((u + 1) * kMlaWgKeys > min_end); };
+    auto needs_mask = [&](int u) { return !kSparse && gpu::any((u + 1) * kMlaWgKeys > min_end); };
     MlaRowPair m{-INFINITY, -INFINITY};  // running max (log2 domain) at the start of a pair
     MlaRowPair l{0.f, 0.f};              // this thread's share of the running sums
     bool bad = false;                    // a page id of this warpgroup's tiles was out of range
@@ -152,7 +156,7 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
       if (has1) ++uses[1];
       uint32_t pa[16];  // this warpgroup's P as A fragments
       if (wg == 0) {
-        const MlaRowPair m0 = w.max_of(m, w.tile_max(sacc, u, needs_mask(u), end_lo, end_hi));
+        const MlaRowPair m0 = w.max_of(m, w.tile_max(sacc, u, needs_mask(u), end_lo, end_hi, 0));
         const MlaRowPair sum = w.probabilities(sacc, m0, pa);
         w.publish_max(m0, kMlaBarM0);
         const MlaRowPair c = w.rescale(m, m0);
@@ -196,7 +200,7 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
         m = m1;
       } else {
         MlaRowPair mx{-INFINITY, -INFINITY};
-        if (has1) mx = w.tile_max(sacc, u + 1, needs_mask(u + 1), end_lo, end_hi);
+        if (has1) mx = w.tile_max(sacc, u + 1, needs_mask(u + 1), end_lo, end_hi, 1);
         named_barrier_sync(kMlaBarM0, kMlaComputeThreads);  // warpgroup 0 published m0
         const MlaRowPair m1 = w.max_of(MlaRowPair{w.peer_max[0], w.peer_max[1]}, mx);
         MlaRowPair sum{0.f, 0.f};
@@ -244,7 +248,7 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
 
     // Epilogue: the row sums are the two warpgroups' shares (both against the same final max);
     // a corrupt page seen by either warpgroup poisons the whole sequence.
-    mla_store_sequence(w, s, part, b, l, m, o, bad, ws_out, ws_lse);
+    mla_store_sequence<T>(w, s, part, b, l, m, o, bad, ws_out, ws_lse);
   }
 #endif
 }

@@ -8,10 +8,10 @@
 
 namespace jaxpaged {
 
-template <typename T, bool kTma>
+template <typename T, bool kTma, bool kSparse, int kFmt>
 ffi::Error launch_mla_wgmma(const MlaDecodeParams& p, int row_blocks, int parts, const MlaSchedule& sched,
                             float* ws_out, float* ws_lse, const MlaTmaMaps& maps, gpuStream_t stream) {
-  auto kernel = mla_wgmma_kernel<T, kTma>;
+  auto kernel = mla_wgmma_kernel<T, kTma, kSparse, kFmt>;
   JP_RETURN_IF_ERROR(allow_smem(kernel, MlaWgSmem::kAllocBytes, "mla_wgmma_kernel (shared memory size)"));
   kernel<<<unsigned(parts * row_blocks), kMlaWgThreads, MlaWgSmem::kAllocBytes, stream>>>(
       p, page_shift_of(p.page_size), row_blocks, sched, ws_out, ws_lse, maps);

@@ -17,11 +17,12 @@ constexpr int kMlaWgKeys = kMlaTileKeys;    // cache tokens per tile (the schedu
 // others gave back waits forever, so the new budgets must fit in the same 3 x 168. The cp.async
 // loader needs 56 to issue its copies fully unrolled (at 40 it spilled or, with loops kept
 // rolled, became instruction-bound and starved the compute warpgroups: NOTES item 22); the TMA
-// loader is one thread with a handful of values.
-template <bool kTma>
+// loader is one thread with a handful of values. A converting loader (quantized caches) holds a
+// group's eight 16-byte loads in registers at once.
+template <bool kTma, bool kConvert = false>
 struct MlaWgRegs {
-  static constexpr int kCompute = kTma ? 232 : 224;
-  static constexpr int kLoader = kTma ? 32 : 56;
+  static constexpr int kCompute = kTma ? 232 : (kConvert ? 224 : 224);
+  static constexpr int kLoader = kTma ? 32 : (kConvert ? 56 : 56);
   static_assert(2 * kCompute + kLoader <= 3 * (65536 / kMlaWgThreads / 8 * 8),
                 "register budgets exceed the block's registers");
 };
@@ -49,7 +50,8 @@ struct MlaWgSmem {
   static constexpr int kMax = kTile0 + 2 * kTileBytes;  // [2 warpgroups][128 threads][2] floats
   static constexpr int kSum = kMax + 2 * 128 * 2 * 4;   // same shape: row sums at the end
   static constexpr int kBad = kSum + 2 * 128 * 2 * 4;   // [2 buffers][4 loader warps] + [2 warpgroups] ints
-  static constexpr int kPages = kBad + 16 * 4;          // [2 buffers][4 tokens][128 loader threads] page ids
+  static constexpr int kKeyMask = kBad + 16 * 4;       // [2 buffers][64 tokens] bytes (sparse keys)
+  static constexpr int kPages = kKeyMask + 2 * 64;     // [2 buffers][4 tokens][128 loader threads] page ids
   static constexpr int kBarriers = kPages + 2 * 4 * 128 * 4;  // full[2][3], empty[2][3]
   static constexpr size_t kAllocBytes = size_t(kBarriers) + 2 * 2 * kGroups * 8 + 1024;  // + alignment
 };
@@ -62,6 +64,7 @@ struct MlaWgShared {
   float* sSum;
   int* sBadPage;   // [buffer][loader warp]
   int* sBadWg;     // [compute warpgroup], per sequence
+  unsigned char* sKeyMask;  // [buffer][tile token]: 1 if the token is a key (sparse tiles)
   int* sPage;      // the loader's page ids of the current pair
   uint64_t* full;  // [buffer][group]
   uint64_t* empty;
@@ -74,6 +77,7 @@ struct MlaWgShared {
     sSum = reinterpret_cast<float*>(base + S::kSum);
     sBadPage = reinterpret_cast<int*>(base + S::kBad);
     sBadWg = sBadPage + 8;
+    sKeyMask = base + S::kKeyMask;
     sPage = reinterpret_cast<int*>(base + S::kPages);
     full = reinterpret_cast<uint64_t*>(base + S::kBarriers);
     empty = full + 2 * kGroups;

@@ -4,6 +4,7 @@
 // announced on its "full" one. Page ids are read a pair of tiles ahead.
 #pragma once
 
+#include "common/fp8.cuh"
 #include "common/masking.h"
 #include "common/sm80/mma.cuh"
 #include "common/sm90/mbarrier.cuh"
@@ -89,13 +90,96 @@ __device__ __forceinline__ void mla_load_tiles_tma(const MlaDecodeParams& p, int
   }
 }
 
-// cp.async: the warpgroup's 128 threads gather a tile's rows (a small page's tile spans several
-// pages), 16 bytes per copy; thread tw copies chunk ld_chunk of tokens tw / 8 + 16 h.
-template <typename T>
-__device__ __forceinline__ void mla_load_tiles_cp_async(const MlaDecodeParams& p, int page_shift,
-                                                        const MlaSchedule& s, int part, int first_b,
-                                                        int last_b, int64_t capacity, const MlaWgShared& sh,
-                                                        int tw, int lane, int ld_chunk) {
+// Fills this thread's part of column group g (kGroupL or kGroupR: 256 latent columns) of tile
+// rows r0 and r0 + 16 from quantized rows at rows[0], rows[1] (bytes; nullptr: a row to
+// zero-fill): the thread's two 16-byte chunks of fp8 values per row (columns 256 g + 128 k +
+// 16 c, k < 2, c = ld_chunk) become four 16-byte chunks of T. kMlaFp8: exact (the kernel applies
+// kv_scale to S and O); kMlaDsRows: each value times its group's scale, rounded to T (bf16).
+// Loads first, so four are in flight at once (the thread's eight of a group at once made the
+// loader spill at its 56 registers).
+template <typename T, int kFmt>
+__device__ __forceinline__ void convert_latent_rows(unsigned char* tile, const unsigned char* const (&rows)[2], int r0,
+                                                    int g, int c, bool e5m2) {
+  using S = MlaWgSmem;
+  uint4 raw[2][2];
+  float2 sc[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    sc[h] = make_float2(0.f, 0.f);
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      raw[h][k] = rows[h] == nullptr
+                      ? make_uint4(0, 0, 0, 0)
+                      : __ldg(reinterpret_cast<const uint4*>(rows[h] + 256 * g + 128 * k + 16 * c));
+    }
+    if constexpr (kFmt == kMlaDsRows) {
+      if (rows[h] != nullptr) sc[h] = __ldg(reinterpret_cast<const float2*>(rows[h] + kMlaDsScalesAt + 8 * g));
+    }
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      uint4 lo, hi;
+      if constexpr (kFmt == kMlaDsRows) {
+        fp8x16_scaled_to<T>(raw[h][k], k ? sc[h].y : sc[h].x, lo, hi);
+      } else {
+        fp8x16_to<T>(raw[h][k], lo, hi, e5m2);
+      }
+      const int col = 256 * g + 128 * k + 16 * c;  // first of the chunk's 16 columns
+      unsigned char* block = tile + (col / 64) * S::kColBlockBytes;
+      const int r = r0 + 16 * h, chunk = (col % 64) / 8;
+      *reinterpret_cast<uint4*>(block + sw128_offset(r, chunk)) = lo;
+      *reinterpret_cast<uint4*>(block + sw128_offset(r, chunk + 1)) = hi;
+    }
+  }
+}
+
+// Fills this thread's part of the rope block of tile rows r0 and r0 + 16 from quantized rows:
+// 656-byte rows hold bf16 rope values (= T: copied as they are, chunk c of 8; `any` is an
+// address a zero-filling copy may name); an fp8 rope (rows[h] at a token's kpe) is converted
+// exactly, chunks c < 4 of 16 values each.
+template <typename T, int kFmt>
+__device__ __forceinline__ void convert_rope_rows(unsigned char* tile, const unsigned char* const (&rows)[2],
+                                                  const unsigned char* any, int r0, int c, bool e5m2) {
+  using S = MlaWgSmem;
+  unsigned char* block = tile + 8 * S::kColBlockBytes;
+  if constexpr (kFmt == kMlaDsRows) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const bool valid = rows[h] != nullptr;
+      cp_async_16(block + sw128_offset(r0 + 16 * h, c), valid ? rows[h] + kMlaDsRopeAt + 16 * c : any, valid);
+    }
+  } else {
+    if (c >= 4) return;
+    uint4 raw[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      raw[h] = rows[h] == nullptr ? make_uint4(0, 0, 0, 0)
+                                  : __ldg(reinterpret_cast<const uint4*>(rows[h] + 16 * c));
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      uint4 lo, hi;
+      fp8x16_to<T>(raw[h], lo, hi, e5m2);
+      *reinterpret_cast<uint4*>(block + sw128_offset(r0 + 16 * h, 2 * c)) = lo;
+      *reinterpret_cast<uint4*>(block + sw128_offset(r0 + 16 * h, 2 * c + 1)) = hi;
+    }
+  }
+}
+
+// The gathering loader: the warpgroup's 128 threads gather a tile's rows (a small page's tile
+// spans several pages; a sparse tile is any 64 tokens), thread tw taking chunk ld_chunk of
+// tokens tw / 8 + 16 h. 16-bit caches: 16-byte cp.async copies. Quantized caches (kFmt, with
+// mla_hopper_format): loads into registers, converted to T and stored (convert_*_rows).
+// kSparse: token j of list b is the slot indices[b * topk + j] (rows are page_size slots apart
+// within a page and pages are page_size rows apart, so a slot is a row index); an out-of-range
+// slot is no key (its row zero-filled, its id -1 for the compute warpgroups' mask), not a bad page.
+template <typename T, bool kSparse, int kFmt>
+__device__ __forceinline__ void mla_load_tiles_gather(const MlaDecodeParams& p, int page_shift,
+                                                      const MlaSchedule& s, int part, int first_b,
+                                                      int last_b, int64_t capacity, const MlaWgShared& sh,
+                                                      int tw, int lane, int ld_chunk) {
   using S = MlaWgSmem;
   unsigned char* base = sh.base;
   uint64_t* full = sh.full;
@@ -106,15 +190,20 @@ __device__ __forceinline__ void mla_load_tiles_cp_async(const MlaDecodeParams& p
   auto tile_range = [&](int b, int64_t kv_len) { return mla_piece_tiles(s, part, b, mla_tiles_of(kv_len)); };
   const T* ckv = static_cast<const T*>(p.ckv);
   const T* kpe = static_cast<const T*>(p.kpe);
+  const unsigned char* ckv8 = static_cast<const unsigned char*>(p.ckv);
+  const unsigned char* kpe8 = static_cast<const unsigned char*>(p.kpe);
+  const int64_t pool = p.num_pages * p.page_size;  // sparse: slots [0, pool) are keys
   const int kv_row = tw / 8;  // tokens kv_row + 16 h (h < 4) of a tile
   int uses[2] = {0, 0};       // tiles loaded into each buffer so far (all sequences)
   for (int b = first_b; b <= last_b; ++b) {
     // 32-bit token positions (kv_lens are int32): fewer registers for the loader.
-    const int kv_len = int(clamp_kv_len(p.kv_lens[b], capacity));
+    const int kv_len = mla_kv_len<kSparse>(p, b, capacity);
     const TileSpan tiles = tile_range(b, kv_len);
-    const int32_t* table = p.block_tables + int64_t(b) * p.max_pages;
+    const int32_t* table = kSparse ? p.indices + int64_t(b) * p.topk : p.block_tables + int64_t(b) * p.max_pages;
+    // A token's page id (dense) or slot (sparse); -1 past kv_len.
     auto entry = [&](int tile, int h) -> int32_t {
       const int j = tile * kMlaWgKeys + kv_row + 16 * h;
+      if constexpr (kSparse) return j < kv_len ? table[j] : -1;
       return j < kv_len ? table[j >> page_shift] : 0;
     };
     // Page ids of this thread's four tokens in each tile of a pair, read a pair ahead.
@@ -145,29 +234,59 @@ __device__ __forceinline__ void mla_load_tiles_cp_async(const MlaDecodeParams& p
           // The tile's page ids (read during the previous pair) checked once and parked in
           // shared memory, so no registers hold them through its three groups: -1 marks a row
           // past kv_len or with an out-of-range id (zero-filled). The corrupt-page flags
-          // travel with the tile's first group.
+          // travel with the tile's first group (a sparse list has none: such a slot is no key).
+          // Sparse tiles also tell the compute warpgroups which tokens are keys (sKeyMask).
           bool bad = false;
 #pragma unroll
           for (int h = 0; h < 4; ++h) {
             const int32_t e = buf ? e1[h] : e0[h];
             const bool in_seq = t * kMlaWgKeys + kv_row + 16 * h < kv_len;
-            const bool ok = e >= 0 && e < p.num_pages;
-            bad |= in_seq && !ok;
+            const bool ok = kSparse ? e >= 0 && e < pool : e >= 0 && e < p.num_pages;
+            bad |= !kSparse && in_seq && !ok;
             page_ids[h * 128 + tw] = in_seq && ok ? e : -1;
+            if (kSparse && ld_chunk == 0) sh.sKeyMask[buf * 64 + kv_row + 16 * h] = in_seq && ok ? 1 : 0;
           }
           bad = gpu::any(bad);
           if (lane == 0) sBadPage[buf * 4 + tw / 32] = bad ? 1 : 0;
         }
+        // Element (16-bit caches) or byte (quantized) offsets of this thread's rows; -1: none.
+        auto row_at = [&](int h, int64_t page_stride, int64_t slot_stride) -> int64_t {
+          const int32_t id = page_ids[h * 128 + tw];
+          if (id < 0) return -1;
+          if constexpr (kSparse) return int64_t(id) * slot_stride;
+          const int slot = (t * kMlaWgKeys + kv_row + 16 * h) & int(p.page_size - 1);
+          return int64_t(id) * page_stride + slot * slot_stride;
+        };
+        if constexpr (kFmt == kMlaSame) {
 #pragma unroll
-        for (int h = 0; h < 4; ++h) {
-          const int r = kv_row + 16 * h;
-          const int slot = (t * kMlaWgKeys + r) & int(p.page_size - 1);
-          const int32_t page = page_ids[h * 128 + tw];
-          const int64_t pg = page < 0 ? 0 : page;
-          copy_row_chunk(tile + sw128_offset(r, ld_chunk), S::kColBlockBytes,
-                         ckv + pg * p.ckv_page_stride + slot * p.ckv_slot_stride + ld_chunk * 8,
-                         kpe + pg * p.kpe_page_stride + slot * p.kpe_slot_stride + ld_chunk * 8,
-                         page >= 0, 4 * g, g == kGroupRope ? S::kColBlocks : 4 * g + 4);
+          for (int h = 0; h < 4; ++h) {
+            const int64_t at_ckv = row_at(h, p.ckv_page_stride, p.ckv_slot_stride);
+            const int64_t at_kpe = row_at(h, p.kpe_page_stride, p.kpe_slot_stride);
+            copy_row_chunk(tile + sw128_offset(kv_row + 16 * h, ld_chunk), S::kColBlockBytes,
+                           ckv + (at_ckv < 0 ? 0 : at_ckv) + ld_chunk * 8, kpe + (at_kpe < 0 ? 0 : at_kpe) + ld_chunk * 8,
+                           at_ckv >= 0, 4 * g, g == kGroupRope ? S::kColBlocks : 4 * g + 4);
+          }
+        } else {
+          // Two of the thread's four rows at a time (tile rows kv_row + 32 half + {0, 16}), their
+          // addresses made only then: the loader has 56 registers.
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            const unsigned char* rows[2];
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+              // (an fp8 rope from kpe's rows; a 656-byte row's from the row itself)
+              const bool fp8_rope = kFmt == kMlaFp8 && g == kGroupRope;
+              const int64_t at = fp8_rope ? row_at(2 * half + i, p.kpe_page_stride, p.kpe_slot_stride)
+                                          : row_at(2 * half + i, p.ckv_page_stride, p.ckv_slot_stride);
+              rows[i] = at < 0 ? nullptr : (fp8_rope ? kpe8 : ckv8) + at;
+            }
+            if (g == kGroupRope) {
+              convert_rope_rows<T, kFmt>(tile, rows, ckv8, kv_row + 32 * half, ld_chunk, p.kv_e5m2);
+            } else {
+              convert_latent_rows<T, kFmt>(tile, rows, kv_row + 32 * half, g, ld_chunk, p.kv_e5m2);
+            }
+          }
+          fence_proxy_async_shared();  // the stores, for the compute warpgroups' wgmma reads
         }
         mbar_arrive_on_cp_async(&full[buf * kGroups + g]);
         mbar_arrive(&full[buf * kGroups + g]);

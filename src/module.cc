@@ -49,17 +49,24 @@ int64_t paged_attention_workspace(int64_t num_tokens, int64_t num_q_heads, int64
   return jaxpaged::PagedWorkspace::of(p).floats * int64_t(sizeof(float));
 }
 
-// MlaDecodeParams' format flags from the arrays' dtype names (numpy's: "bfloat16",
-// "float8_e4m3fn", "uint8", ...; an empty cache dtype: q's, an empty kpe dtype: the ckv cache's).
-void set_mla_formats(jaxpaged::MlaDecodeParams* p, const std::string& q, const std::string& ckv,
-                     const std::string& kpe) {
+// The shapes and formats of an MLA call (MlaDecodeParams, pointers null) from the arrays' shapes
+// and dtype names (numpy's: "bfloat16", "float8_e4m3fn", "uint8", ...; an empty cache dtype:
+// q's, an empty kpe dtype: the ckv cache's).
+jaxpaged::MlaDecodeParams mla_shapes(int64_t batch, int64_t s_q, int64_t num_heads, int64_t page_size,
+                                     const std::string& q, const std::string& ckv, const std::string& kpe) {
   const std::string c = ckv.empty() ? q : ckv, k = kpe.empty() ? c : kpe;
   auto fp8 = [](const std::string& d) { return d.rfind("float8", 0) == 0; };
-  p->q_bf16 = q == "bfloat16";
-  p->ds_rows = c == "uint8";
-  p->fp8 = fp8(c);
-  p->kv_e5m2 = c == "float8_e5m2";
-  p->kpe_fp8 = p->fp8 && fp8(k);
+  jaxpaged::MlaDecodeParams p{};
+  p.q_bf16 = q == "bfloat16";
+  p.ds_rows = c == "uint8";
+  p.fp8 = fp8(c);
+  p.kv_e5m2 = c == "float8_e5m2";
+  p.kpe_fp8 = p.fp8 && fp8(k);
+  p.batch = batch;
+  p.s_q = s_q;
+  p.num_heads = num_heads;
+  p.page_size = page_size;
+  return p;
 }
 
 int64_t mla_workspace_of(const jaxpaged::MlaDecodeParams& p, int device) {
@@ -74,25 +81,15 @@ int64_t mla_workspace_of(const jaxpaged::MlaDecodeParams& p, int device) {
 int64_t mla_decode_workspace(int64_t batch, int64_t s_q, int64_t num_heads, int64_t max_pages, int64_t page_size,
                              int device, const std::string& q_dtype, const std::string& ckv_dtype,
                              const std::string& kpe_dtype) {
-  jaxpaged::MlaDecodeParams p{};
-  set_mla_formats(&p, q_dtype, ckv_dtype, kpe_dtype);
-  p.batch = batch;
-  p.s_q = s_q;
-  p.num_heads = num_heads;
+  jaxpaged::MlaDecodeParams p = mla_shapes(batch, s_q, num_heads, page_size, q_dtype, ckv_dtype, kpe_dtype);
   p.max_pages = max_pages;
-  p.page_size = page_size;
   return mla_workspace_of(p, device);
 }
 
 int64_t mla_decode_sparse_workspace(int64_t batch, int64_t s_q, int64_t num_heads, int64_t topk, int64_t page_size,
                                     int device, const std::string& q_dtype, const std::string& ckv_dtype,
                                     const std::string& kpe_dtype) {
-  jaxpaged::MlaDecodeParams p{};
-  set_mla_formats(&p, q_dtype, ckv_dtype, kpe_dtype);
-  p.batch = batch;
-  p.s_q = s_q;
-  p.num_heads = num_heads;
-  p.page_size = page_size;
+  const jaxpaged::MlaDecodeParams p = mla_shapes(batch, s_q, num_heads, page_size, q_dtype, ckv_dtype, kpe_dtype);
   return mla_workspace_of(jaxpaged::mla_sparse_as_lists(p, nullptr, nullptr, topk), device);
 }
 

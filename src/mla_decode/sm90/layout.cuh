@@ -49,7 +49,7 @@ struct MlaWgSmem {
   static constexpr int kTile0 = kTileBytes;                       // two tile buffers follow Q
   static constexpr int kMax = kTile0 + 2 * kTileBytes;  // [2 warpgroups][128 threads][2] floats
   static constexpr int kSum = kMax + 2 * 128 * 2 * 4;   // same shape: row sums at the end
-  static constexpr int kBad = kSum + 2 * 128 * 2 * 4;   // [2 buffers][4 loader warps] + [2 warpgroups] ints
+  static constexpr int kBad = kSum + 2 * 128 * 2 * 4;   // [2 buffers][4 loader warps] + [2 warpgroups] ints, word 12: the loader's flag
   static constexpr int kKeyMask = kBad + 16 * 4;       // [2 buffers][64 tokens] bytes (sparse keys)
   static constexpr int kPages = kKeyMask + 2 * 64;     // [2 buffers][4 tokens][128 loader threads] page ids
   static constexpr int kBarriers = kPages + 2 * 4 * 128 * 4;  // full[2][3], empty[2][3]

@@ -90,80 +90,106 @@ __device__ __forceinline__ void mla_load_tiles_tma(const MlaDecodeParams& p, int
   }
 }
 
-// Fills this thread's part of column group g (kGroupL or kGroupR: 256 latent columns) of tile
-// rows r0 and r0 + 16 from quantized rows at rows[0], rows[1] (bytes; nullptr: a row to
-// zero-fill): the thread's two 16-byte chunks of fp8 values per row (columns 256 g + 128 k +
-// 16 c, k < 2, c = ld_chunk) become four 16-byte chunks of T. kMlaFp8: exact (the kernel applies
-// kv_scale to S and O); kMlaDsRows: each value times its group's scale, rounded to T (bf16).
-// Loads first, so four are in flight at once (the thread's eight of a group at once made the
-// loader spill at its 56 registers).
-template <typename T, int kFmt>
-__device__ __forceinline__ void convert_latent_rows(unsigned char* tile, const unsigned char* const (&rows)[2], int r0,
-                                                    int g, int c, bool e5m2) {
+// Quantized caches (kFmt != kMlaSame) reach a tile in two steps, because a group's fp8 bytes
+// need converting and registers are scarce (56 per loader thread):
+//  1. stage: cp.async copies the group's raw bytes into the upper part of the group's own area
+//     (its bf16 columns are not read again until it is announced full): a latent group with
+//     column blocks B..B+3 (B = 4 g) gets its 64 tokens' raw columns 0-127 in block B+2 and
+//     128-255 in block B+3 (token r at r * 128), a 656-byte row's four scales in block B+1 (token
+//     r at r * 16); an fp8 rope (kpe_fp8) gets its 64 bytes at 4096 + r * 64 of the rope block.
+//     A row with no key is zero-filled. (656-byte rows' bf16 rope needs no converting: it is
+//     copied straight into place, as a 16-bit cache's.)
+//  2. convert (one group later, so the copies' latency hides behind the next group's issue, when
+//     the next group's slot is already free; otherwise before waiting for that slot):
+//     each loader thread reads its raw chunks into registers, the warpgroup meets, then writes
+//     them as T into the swizzled bf16 layout. Latent groups do it in two phases (raw block B+2
+//     into blocks B, B+1; then raw block B+3 into B+2, B+3), each read before a barrier and
+//     written after it, so no thread overwrites raw bytes another has yet to read.
+// kMlaFp8: values converted exactly (the kernel applies kv_scale to S and O); kMlaDsRows: each
+// value times its group's scale, rounded to T (bf16).
+constexpr int kMlaLoaderBar = 7;  // named barrier of the loader warpgroup (the compute ones use 1-6)
+constexpr int kMlaRawRope = 4096;  // byte offset of a staged fp8 rope in the rope block
+constexpr int kMlaLoaderFlag = 12;  // sBadPage's word where the loader shares a decision (layout.cuh: 16 words)
+
+// Step 1 for this thread's chunk c of tile row r (row: the token's bytes, or nullptr; `any`: an
+// address a zero-filling copy may name; rope: the token's kpe bytes for an fp8 rope).
+template <int kFmt>
+__device__ __forceinline__ void stage_quantized(unsigned char* tile, int g, int r, int c, const unsigned char* row,
+                                                const unsigned char* any) {
   using S = MlaWgSmem;
-  uint4 raw[2][2];
-  float2 sc[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    sc[h] = make_float2(0.f, 0.f);
-#pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      raw[h][k] = rows[h] == nullptr
-                      ? make_uint4(0, 0, 0, 0)
-                      : __ldg(reinterpret_cast<const uint4*>(rows[h] + 256 * g + 128 * k + 16 * c));
-    }
+  const bool valid = row != nullptr;
+  if (g == kGroupRope) {
+    unsigned char* block = tile + 8 * S::kColBlockBytes;
     if constexpr (kFmt == kMlaDsRows) {
-      if (rows[h] != nullptr) sc[h] = __ldg(reinterpret_cast<const float2*>(rows[h] + kMlaDsScalesAt + 8 * g));
+      cp_async_16(block + sw128_offset(r, c), valid ? row + kMlaDsRopeAt + 16 * c : any, valid);
+    } else if (c < 4) {
+      cp_async_16(block + kMlaRawRope + r * 64 + 16 * c, valid ? row + 16 * c : any, valid);
     }
+    return;
   }
+  unsigned char* area = tile + 4 * g * S::kColBlockBytes;
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-#pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      uint4 lo, hi;
-      if constexpr (kFmt == kMlaDsRows) {
-        fp8x16_scaled_to<T>(raw[h][k], k ? sc[h].y : sc[h].x, lo, hi);
-      } else {
-        fp8x16_to<T>(raw[h][k], lo, hi, e5m2);
-      }
-      const int col = 256 * g + 128 * k + 16 * c;  // first of the chunk's 16 columns
-      unsigned char* block = tile + (col / 64) * S::kColBlockBytes;
-      const int r = r0 + 16 * h, chunk = (col % 64) / 8;
-      *reinterpret_cast<uint4*>(block + sw128_offset(r, chunk)) = lo;
-      *reinterpret_cast<uint4*>(block + sw128_offset(r, chunk + 1)) = hi;
-    }
+  for (int k = 0; k < 2; ++k) {
+    cp_async_16(area + (2 + k) * S::kColBlockBytes + r * 128 + 16 * c, valid ? row + 256 * g + 128 * k + 16 * c : any,
+                valid);
+  }
+  if constexpr (kFmt == kMlaDsRows) {
+    if (c == 0) cp_async_16(area + S::kColBlockBytes + r * 16, valid ? row + kMlaDsScalesAt : any, valid);
   }
 }
 
-// Fills this thread's part of the rope block of tile rows r0 and r0 + 16 from quantized rows:
-// 656-byte rows hold bf16 rope values (= T: copied as they are, chunk c of 8; `any` is an
-// address a zero-filling copy may name); an fp8 rope (rows[h] at a token's kpe) is converted
-// exactly, chunks c < 4 of 16 values each.
+// Step 2 for group g of tile (all 128 loader threads; this one's tile rows kv_row + 16 h, chunk
+// c), once this thread's copies of it have landed (the caller waits for its cp.async group).
 template <typename T, int kFmt>
-__device__ __forceinline__ void convert_rope_rows(unsigned char* tile, const unsigned char* const (&rows)[2],
-                                                  const unsigned char* any, int r0, int c, bool e5m2) {
+__device__ __forceinline__ void convert_quantized(unsigned char* tile, int g, int kv_row, int c, bool e5m2) {
   using S = MlaWgSmem;
-  unsigned char* block = tile + 8 * S::kColBlockBytes;
-  if constexpr (kFmt == kMlaDsRows) {
+  named_barrier_sync(kMlaLoaderBar, 128);  // every thread's copies have landed
+  uint4 raw[4];
+  if (g == kGroupRope) {  // (only fp8 ropes get here)
+    unsigned char* block = tile + 8 * S::kColBlockBytes;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const bool valid = rows[h] != nullptr;
-      cp_async_16(block + sw128_offset(r0 + 16 * h, c), valid ? rows[h] + kMlaDsRopeAt + 16 * c : any, valid);
+    for (int h = 0; h < 4; ++h) {
+      raw[h] = c < 4 ? *reinterpret_cast<const uint4*>(block + kMlaRawRope + (kv_row + 16 * h) * 64 + 16 * c)
+                     : make_uint4(0, 0, 0, 0);
     }
-  } else {
-    if (c >= 4) return;
-    uint4 raw[2];
+    named_barrier_sync(kMlaLoaderBar, 128);
+    if (c < 4) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      raw[h] = rows[h] == nullptr ? make_uint4(0, 0, 0, 0)
-                                  : __ldg(reinterpret_cast<const uint4*>(rows[h] + 16 * c));
+      for (int h = 0; h < 4; ++h) {
+        uint4 lo, hi;
+        fp8x16_to<T>(raw[h], lo, hi, e5m2);
+        *reinterpret_cast<uint4*>(block + sw128_offset(kv_row + 16 * h, 2 * c)) = lo;
+        *reinterpret_cast<uint4*>(block + sw128_offset(kv_row + 16 * h, 2 * c + 1)) = hi;
+      }
     }
+    return;
+  }
+  unsigned char* area = tile + 4 * g * S::kColBlockBytes;
+  float2 sc[4];  // 656-byte rows: this group's two scales of each row (read before phase 0 writes)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
+  for (int k = 0; k < 2; ++k) {
+#pragma unroll
+    for (int h = 0; h < 4; ++h) {
+      const int r = kv_row + 16 * h;
+      raw[h] = *reinterpret_cast<const uint4*>(area + (2 + k) * S::kColBlockBytes + r * 128 + 16 * c);
+      if constexpr (kFmt == kMlaDsRows) {
+        if (k == 0) sc[h] = *reinterpret_cast<const float2*>(area + S::kColBlockBytes + r * 16 + 8 * g);
+      }
+    }
+    named_barrier_sync(kMlaLoaderBar, 128);  // all reads of this phase's raw block are done
+    const int col = 128 * k + 16 * c;         // first of the chunk's 16 columns in the group
+    unsigned char* block = area + (col / 64) * S::kColBlockBytes;
+#pragma unroll
+    for (int h = 0; h < 4; ++h) {
       uint4 lo, hi;
-      fp8x16_to<T>(raw[h], lo, hi, e5m2);
-      *reinterpret_cast<uint4*>(block + sw128_offset(r0 + 16 * h, 2 * c)) = lo;
-      *reinterpret_cast<uint4*>(block + sw128_offset(r0 + 16 * h, 2 * c + 1)) = hi;
+      if constexpr (kFmt == kMlaDsRows) {
+        fp8x16_scaled_to<T>(raw[h], k ? sc[h].y : sc[h].x, lo, hi);
+      } else {
+        fp8x16_to<T>(raw[h], lo, hi, e5m2);
+      }
+      const int r = kv_row + 16 * h, chunk = (col % 64) / 8;
+      *reinterpret_cast<uint4*>(block + sw128_offset(r, chunk)) = lo;
+      *reinterpret_cast<uint4*>(block + sw128_offset(r, chunk + 1)) = hi;
     }
   }
 }
@@ -171,7 +197,8 @@ __device__ __forceinline__ void convert_rope_rows(unsigned char* tile, const uns
 // The gathering loader: the warpgroup's 128 threads gather a tile's rows (a small page's tile
 // spans several pages; a sparse tile is any 64 tokens), thread tw taking chunk ld_chunk of
 // tokens tw / 8 + 16 h. 16-bit caches: 16-byte cp.async copies. Quantized caches (kFmt, with
-// mla_hopper_format): loads into registers, converted to T and stored (convert_*_rows).
+// mla_hopper_format): staged raw by cp.async, converted one group later (stage_quantized,
+// convert_quantized).
 // kSparse: token j of list b is the slot indices[b * topk + j] (rows are page_size slots apart
 // within a page and pages are page_size rows apart, so a slot is a row index); an out-of-range
 // slot is no key (its row zero-filled, its id -1 for the compute warpgroups' mask), not a bad page.
@@ -195,6 +222,18 @@ __device__ __forceinline__ void mla_load_tiles_gather(const MlaDecodeParams& p, 
   const int64_t pool = p.num_pages * p.page_size;  // sparse: slots [0, pool) are keys
   const int kv_row = tw / 8;  // tokens kv_row + 16 h (h < 4) of a tile
   int uses[2] = {0, 0};       // tiles loaded into each buffer so far (all sequences)
+  // Quantized caches: the staged group not yet converted (buffer * kGroups + group), or -1.
+  int pending = -1;
+  auto finish_pending = [&](bool newer_in_flight) {
+    if (newer_in_flight) cp_async_wait<1>();
+    else cp_async_wait<0>();
+    const int buf = pending / kGroups, g = pending % kGroups;
+    convert_quantized<T, kFmt>(base + S::kTile0 + buf * S::kTileBytes, g, kv_row, ld_chunk, p.kv_e5m2);
+    fence_proxy_async_shared();  // the stores, for the compute warpgroups' wgmma reads
+    mbar_arrive(&full[pending]);  // (both of this thread's arrivals: its copies have landed)
+    mbar_arrive(&full[pending]);
+    pending = -1;
+  };
   for (int b = first_b; b <= last_b; ++b) {
     // 32-bit token positions (kv_lens are int32): fewer registers for the loader.
     const int kv_len = mla_kv_len<kSparse>(p, b, capacity);
@@ -210,8 +249,8 @@ __device__ __forceinline__ void mla_load_tiles_gather(const MlaDecodeParams& p, 
     int32_t e0[4], e1[4];
 #pragma unroll
     for (int h = 0; h < 4; ++h) {
-      e0[h] = tiles.begin < tiles.end ? entry(tiles.begin, h) : 0;
-      e1[h] = tiles.begin + 1 < tiles.end ? entry(tiles.begin + 1, h) : 0;
+      e0[h] = kFmt == kMlaSame && tiles.begin < tiles.end ? entry(tiles.begin, h) : 0;
+      e1[h] = kFmt == kMlaSame && tiles.begin + 1 < tiles.end ? entry(tiles.begin + 1, h) : 0;
     }
     for (int u = tiles.begin; u < tiles.end; u += 2) {  // t0 of a pair in buffer 0, t1 in buffer 1
       const bool has1 = u + 1 < tiles.end;
@@ -229,6 +268,15 @@ __device__ __forceinline__ void mla_load_tiles_gather(const MlaDecodeParams& p, 
         const int t = u + buf;
         unsigned char* tile = base + S::kTile0 + buf * S::kTileBytes;
         int* page_ids = sPage + buf * 4 * 128;
+        if (kFmt != kMlaSame && pending >= 0) {
+          // Stage this group before converting the pending one only if its slot is free now:
+          // waiting for it first could hold the pending group back from a compute warpgroup that
+          // needs it before it releases this slot (then the warpgroups' overlap is lost). One
+          // thread looks; the warpgroup decides together (the conversion has barriers).
+          if (tw == 0) sh.sBadPage[kMlaLoaderFlag] = mbar_test(&empty[buf * kGroups + g], buf ? parity1 : parity0);
+          named_barrier_sync(kMlaLoaderBar, 128);
+          if (sh.sBadPage[kMlaLoaderFlag] == 0) finish_pending(false);
+        }
         mbar_wait(&empty[buf * kGroups + g], buf ? parity1 : parity0);
         if (kOrder[step] == 0) {
           // The tile's page ids (read during the previous pair) checked once and parked in
@@ -239,7 +287,8 @@ __device__ __forceinline__ void mla_load_tiles_gather(const MlaDecodeParams& p, 
           bool bad = false;
 #pragma unroll
           for (int h = 0; h < 4; ++h) {
-            const int32_t e = buf ? e1[h] : e0[h];
+            // (quantized caches: read now; registers for the ids a pair ahead made the loader spill)
+            const int32_t e = kFmt != kMlaSame ? entry(t, h) : (buf ? e1[h] : e0[h]);
             const bool in_seq = t * kMlaWgKeys + kv_row + 16 * h < kv_len;
             const bool ok = kSparse ? e >= 0 && e < pool : e >= 0 && e < p.num_pages;
             bad |= !kSparse && in_seq && !ok;
@@ -267,37 +316,40 @@ __device__ __forceinline__ void mla_load_tiles_gather(const MlaDecodeParams& p, 
                            at_ckv >= 0, 4 * g, g == kGroupRope ? S::kColBlocks : 4 * g + 4);
           }
         } else {
-          // Two of the thread's four rows at a time (tile rows kv_row + 32 half + {0, 16}), their
-          // addresses made only then: the loader has 56 registers.
 #pragma unroll
-          for (int half = 0; half < 2; ++half) {
-            const unsigned char* rows[2];
-#pragma unroll
-            for (int i = 0; i < 2; ++i) {
-              // (an fp8 rope from kpe's rows; a 656-byte row's from the row itself)
-              const bool fp8_rope = kFmt == kMlaFp8 && g == kGroupRope;
-              const int64_t at = fp8_rope ? row_at(2 * half + i, p.kpe_page_stride, p.kpe_slot_stride)
-                                          : row_at(2 * half + i, p.ckv_page_stride, p.ckv_slot_stride);
-              rows[i] = at < 0 ? nullptr : (fp8_rope ? kpe8 : ckv8) + at;
-            }
-            if (g == kGroupRope) {
-              convert_rope_rows<T, kFmt>(tile, rows, ckv8, kv_row + 32 * half, ld_chunk, p.kv_e5m2);
-            } else {
-              convert_latent_rows<T, kFmt>(tile, rows, kv_row + 32 * half, g, ld_chunk, p.kv_e5m2);
-            }
+          for (int h = 0; h < 4; ++h) {
+            // (an fp8 rope from kpe's rows; a 656-byte row's from the row itself)
+            const bool fp8_rope = kFmt == kMlaFp8 && g == kGroupRope;
+            const int64_t at = fp8_rope ? row_at(h, p.kpe_page_stride, p.kpe_slot_stride)
+                                        : row_at(h, p.ckv_page_stride, p.ckv_slot_stride);
+            stage_quantized<kFmt>(tile, g, kv_row + 16 * h, ld_chunk,
+                                  at < 0 ? nullptr : (fp8_rope ? kpe8 : ckv8) + at, ckv8);
           }
-          fence_proxy_async_shared();  // the stores, for the compute warpgroups' wgmma reads
+          cp_async_commit();
+          // The group staged before this one: converted and announced now.
+          if (pending >= 0) finish_pending(true);
+          if (kFmt == kMlaDsRows && g == kGroupRope) {  // (copied into place: no converting)
+            mbar_arrive_on_cp_async(&full[buf * kGroups + g]);
+            mbar_arrive(&full[buf * kGroups + g]);
+          } else {
+            pending = buf * kGroups + g;
+          }
+          continue;
         }
         mbar_arrive_on_cp_async(&full[buf * kGroups + g]);
         mbar_arrive(&full[buf * kGroups + g]);
       }
+      // A pair of one tile ends on buffer 0's rope, whose S the next refill of buffer 0's L waits
+      // for: convert it now rather than after that wait.
+      if (!has1 && pending >= 0) finish_pending(false);
 #pragma unroll
       for (int h = 0; h < 4; ++h) {
-        if (u + 2 < tiles.end) e0[h] = entry(u + 2, h);
-        if (u + 3 < tiles.end) e1[h] = entry(u + 3, h);
+        if (kFmt == kMlaSame && u + 2 < tiles.end) e0[h] = entry(u + 2, h);
+        if (kFmt == kMlaSame && u + 3 < tiles.end) e1[h] = entry(u + 3, h);
       }
     }
   }
+  if (pending >= 0) finish_pending(false);
 }
 
 }  // namespace jaxpaged

@@ -5,6 +5,8 @@
 // cp.async, TMA - are CUDA-only and need their own HIP counterparts).
 #pragma once
 
+#include <cstdint>
+
 #if defined(__HIPCC__) || defined(JAXPAGED_HIP)
 #define JAXPAGED_VENDOR_HIP 1
 #include <hip/hip_fp16.h>
@@ -106,6 +108,8 @@ __device__ __forceinline__ V shfl_up(V v, int delta) { return __shfl_up(v, delta
 template <typename V>
 __device__ __forceinline__ V shfl(V v, int src) { return __shfl(v, src, 32); }
 __device__ __forceinline__ bool any(bool pred) { return __any(pred); }
+// Bit i: lane i's predicate (lanes 0-31; a wave-64 port takes the half its 32-lane groups use).
+__device__ __forceinline__ uint32_t ballot(bool pred) { return uint32_t(__ballot(pred)); }
 __device__ __forceinline__ void syncwarp() {}
 #else
 template <typename V>
@@ -115,6 +119,7 @@ __device__ __forceinline__ V shfl_up(V v, int delta) { return __shfl_up_sync(kFu
 template <typename V>
 __device__ __forceinline__ V shfl(V v, int src) { return __shfl_sync(kFullMask, v, src); }
 __device__ __forceinline__ bool any(bool pred) { return __any_sync(kFullMask, pred) != 0; }
+__device__ __forceinline__ uint32_t ballot(bool pred) { return __ballot_sync(kFullMask, pred); }
 __device__ __forceinline__ void syncwarp() { __syncwarp(); }
 #endif
 

@@ -15,8 +15,6 @@ ON_GPU = jax.default_backend() == "gpu"
 # The GPU handlers run the portable kernels (src/paged_attention/portable/) when this is set to
 # anything but "" or "0" (src/common/gpu_launch.h reads the same variable): the exact-NaN paged path.
 PORTABLE = os.environ.get("JAXPAGED_PORTABLE_KERNELS", "") not in ("", "0")
-# Where the paged kernel makes a whole tile NaN for a bad page (the tile kernel on a GPU; issue 15).
-TILE_WIDE_NAN = ON_GPU and not PORTABLE
 # 16-bit floats everywhere; float32 only where it is supported (the CPU handlers).
 DTYPES = ["bfloat16", "float16"] + ([] if ON_GPU else ["float32"])
 # Values that must never reach an output: unused cache rows hold NaN, unused table entries junk.

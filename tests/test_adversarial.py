@@ -3,9 +3,7 @@ reference, NaN pattern included: random ragged mixes, decreasing or out-of-range
 lengths negative or past the table, junk and out-of-range page ids (also among the pages read),
 NaN in every cache row no sequence owns, and vmap over stacked caches; also sinks (with -inf and
 +inf), options as traced values, fp8 paged caches, the quantized MLA caches (CPU) and sparse MLA (CPU), drawn from a
-second stream per seed so the original cases stay as they were. On the GPU, the paged seeds
-where the tile kernel's whole-tile NaN (a known gap, tile_wide_nan_rows) differs from the
-reference are strict xfails: they start to XPASS, and must be unmarked, once the kernel is exact."""
+second stream per seed so the original cases stay as they were."""
 
 import functools
 
@@ -16,7 +14,7 @@ import pytest
 
 import jaxpaged
 from jaxpaged import _fp8, _inputs, reference
-from cases import DTYPES, ON_GPU, TILE_WIDE_NAN, assert_close
+from cases import DTYPES, ON_GPU, assert_close
 
 DTYPE = DTYPES[0]
 CASES = 100
@@ -81,34 +79,6 @@ def paged_case(seed):
     return args, options
 
 
-def tile_wide_nan_rows(q, k_cache, kv_lens, block_tables, cu_q_lens, kv_layout="NHD", sliding_window=None,
-                       **_):
-    """The token rows the GPU tile kernel makes NaN today (a known gap, issue 15): every row of a
-    tile whose keys (the union of its rows' visible ranges) touch an out-of-range page. A tile is
-    the (token, head) rows of one sequence and KV head, token-major: one tile when there are at
-    most 16, else 64 at a time. The reference makes NaN only the rows that see such a page."""
-    T, Hq = q.shape[:2]
-    num_pages, page_size = (k_cache.shape[0], k_cache.shape[2 if kv_layout == "HND" else 1])
-    hkv = k_cache.shape[1 if kv_layout == "HND" else 2]
-    group = Hq // hkv
-    table, lens = np.asarray(block_tables), np.asarray(kv_lens)
-    S, capacity = table.shape[0], table.shape[1] * page_size
-    cu = np.arange(S + 1) if cu_q_lens is None else np.maximum.accumulate(np.clip(np.asarray(cu_q_lens), 0, T))
-    nan = np.zeros(T, bool)
-    for s in range(S):
-        q_len, L = int(cu[s + 1] - cu[s]), int(np.clip(lens[s], 0, capacity))
-        rows = q_len * group
-        tiles = [(0, q_len - 1)] if 0 < rows <= 16 else [
-            (64 * k // group, min(q_len - 1, (64 * k + 63) // group)) for k in range(-(-rows // 64))]
-        for first, last in tiles:
-            end = min(L, L - q_len + last + 1)
-            begin = max(0, L - q_len + first - sliding_window + 1) if sliding_window else 0
-            pages = table[s, np.arange(begin, max(begin, end)) // page_size]
-            if ((pages < 0) | (pages >= num_pages)).any():
-                nan[cu[s] + first:cu[s] + last + 1] = True
-    return nan
-
-
 def extras(seed, num_heads):
     """Sinks (or None) and whether options go in traced, from a stream of their own."""
     rng = np.random.default_rng(20_000 + seed)
@@ -130,7 +100,7 @@ def split_traced(options, traced):
 
 
 @pytest.mark.parametrize("seed", range(CASES))
-def test_paged_attention_adversarial(seed, request):
+def test_paged_attention_adversarial(seed):
     args, options = paged_case(seed)
     if args[-1] is None:
         args = args[:-1]
@@ -141,9 +111,6 @@ def test_paged_attention_adversarial(seed, request):
         args = (args[0], k8, v8, *args[3:])
         options = dict(options, k_scale=0.03, v_scale=0.05)
     ref_out, ref_lse = reference.paged_attention(*args, return_lse=True, sinks=sinks, **options)
-    if TILE_WIDE_NAN and not np.array_equal(tile_wide_nan_rows(*args[:2], *args[3:5], args[5] if len(args) > 5 else None,
-                                                        **options), np.isnan(np.asarray(ref_lse)).all(1)):
-        request.applymarker(pytest.mark.xfail(strict=True, reason="GPU tile kernel: NaN on a whole tile"))
     static, dynamic = split_traced(options, traced)
     op = jax.jit(lambda *a, **kw: jaxpaged.paged_attention(*a, return_lse=True, sinks=sinks, **static, **kw))
     out, lse = op(*args, **dynamic)

@@ -26,8 +26,9 @@
 //
 // Which keys a row sees is masking.h's rule; keys outside [k_begin, k_end) or past the end of the
 // sequence are zero-filled by cp.async and get probability 0, so junk in unused pages never reaches
-// a product. An out-of-range page id inside the used range makes the tile's rows NaN (as the
-// reference does) instead of being read.
+// a product. An out-of-range page id is never read: its keys are zero-filled and marked in a
+// per-stage bit mask (one bit per key), and a row that sees a marked key gets NaN output and lse,
+// as in the reference (rows of the same tile that do not see it are unaffected).
 #pragma once
 
 #include <type_traits>
@@ -56,7 +57,11 @@ struct TileConfig {
   static constexpr size_t kStageBytes = size_t(kKeys) * D * 2 * kKvBytes;  // K and V
   static constexpr size_t kConvertedBytes = FP8 ? size_t(kKeys) * D * 2 * 2 : 0;  // 16-bit K + V
   static constexpr size_t kStageRegion = kConvertedBytes + kStages * kStageBytes;
-  static constexpr size_t kSmemBytes = size_t(kQRows) * D * 2 + kStageRegion + size_t(kStages) * kKeys * 4;
+  // Bad-key masks: 64 bits per stage, in kStages + 1 slots (a stage's mask is written while the
+  // previous stage's slot is the only one no warp reads).
+  static constexpr int kMaskSlots = kStages + 1;
+  static constexpr size_t kSmemBytes =
+      size_t(kQRows) * D * 2 + kStageRegion + size_t(kStages) * kKeys * 4 + size_t(kMaskSlots) * 8;
   // The small tile's warp merge reuses the stage region: (kKeys / 16) x 16 rows x (D + 2) floats.
   static_assert(kKeys * (D + 2) * 4 <= kStageRegion, "merge buffer must fit the stages");
 };
@@ -141,10 +146,19 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
   const int32_t* table = p.block_tables + int64_t(seq) * p.max_pages;
   const int page_mask = int(p.page_size - 1);
   int* sPages = reinterpret_cast<int*>(sRaw + STAGES * 2 * KT * D);  // [STAGES][KT]
-  bool bad_page = false;
+  uint32_t* sBadKeys = reinterpret_cast<uint32_t*>(sPages + STAGES * KT);  // [kMaskSlots][2]
   auto lookup = [&](int t) {  // page id of key `tid` of stage t (threads < KT)
     const int j = k_begin + t * KT + tid;
     return j < k_end ? table[j >> page_shift] : 0;
+  };
+  auto bad_id = [&](int page) { return page < 0 || page >= p.num_pages; };
+  // Threads < KT (whole warps): store stage t's page ids and its bad-key mask. (The range check
+  // sits here, at the end of an iteration, not at the lookup: a use right after the table load
+  // would wait for it there, in front of the stage's math.)
+  auto publish_pages = [&](int t, int page) {
+    sPages[(t % STAGES) * KT + tid] = page;
+    const uint32_t bad = gpu::ballot(bad_id(page));
+    if (lane == 0) sBadKeys[(t % C::kMaskSlots) * 2 + warp] = bad;
   };
   auto issue_stage = [&](int t) {
     KV* sK = sRaw + (t % STAGES) * 2 * KT * D;
@@ -155,11 +169,7 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
       const int key = my_key0 + i * KEYS_PER_PASS;
       const int j = k_begin + t * KT + key;
       const int page = pages[key];
-      bool valid = j < k_end;
-      if (valid && (page < 0 || page >= p.num_pages)) {
-        bad_page = true;
-        valid = false;
-      }
+      const bool valid = j < k_end && !bad_id(page);  // a bad page is marked, not read
       const int64_t off = valid ? int64_t(page) * p.page_stride + int64_t(j & page_mask) * p.slot_stride : 0;
       const int at = FP8 ? key * D + my_chunk * 16 : swz<D>(key, my_chunk);
       cp_async_16(sK + at, k_base + off, valid);
@@ -182,7 +192,7 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
 
   if (tid < KT) {
 #pragma unroll
-    for (int s = 0; s < STAGES; ++s) sPages[s * KT + tid] = s < num_tiles ? lookup(s) : 0;
+    for (int s = 0; s < STAGES; ++s) publish_pages(s, s < num_tiles ? lookup(s) : 0);
   }
   __syncthreads();
 #pragma unroll
@@ -213,6 +223,7 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
   const float s_mul = capped ? opt.scale * k_mul / opt.soft_cap : opt.scale * k_mul * kLog2e;
   const float cap_mul = opt.soft_cap * kLog2e;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  int bad_rows = 0;  // bit h: row h of this thread sees a key on an out-of-range page
   float acc[NT][4];
 #pragma unroll
   for (int n = 0; n < NT; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
@@ -233,6 +244,16 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
     const T* sK = FP8 ? sStage : sStage + (t % STAGES) * 2 * KT * D;
     const T* sV = sK + KT * D;
     const int tile_start = k_begin + t * KT;
+    const int mask_slot = (t % C::kMaskSlots) * 2;
+    const uint64_t bad_keys =
+        sBadKeys[mask_slot] | (KT > 32 ? uint64_t(sBadKeys[mask_slot + 1]) << 32 : uint64_t(0));
+    if (bad_keys != 0) {  // rare: does a row's visible range in this stage hold a marked key?
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int lo = max(vis_b[h] - tile_start, 0), hi = min(vis_e[h] - tile_start, KT);
+        if (hi > lo && ((bad_keys >> lo) & (~uint64_t(0) >> (64 - (hi - lo)))) != 0) bad_rows |= 1 << h;
+      }
+    }
 #pragma unroll
     for (int sub = 0; sub < KW; sub += SUB) {
       const int key0 = wk * KW + sub;  // first key of this step, within the stage
@@ -324,10 +345,12 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
     }
     // Slot (t + STAGES) % STAGES held stage t, whose copies were issued before this iteration's
     // barrier; stage t + STAGES reads it after the next one.
-    if (tid < KT) sPages[((t + STAGES) % STAGES) * KT + tid] = pending_page;
+    // Its mask goes to slot (t + STAGES) % (STAGES + 1), stage t - 1's: every warp finished
+    // reading that one before this iteration's barrier.
+    if (tid < KT) publish_pages(t + STAGES, pending_page);
   }
   cp_async_wait<0>();
-  bad_page = __syncthreads_or(bad_page);  // also: every warp is done with the stages
+  __syncthreads();  // every warp is done with the stages
 
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -357,15 +380,17 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
       const int r = r_lo + 8 * h;
       if (r >= rows_here) continue;
       const int64_t row = out_row(r);
+      // A NaN sum (a NaN read from a key the row sees) stays NaN, as a marked key does.
+      const bool bad = ((bad_rows >> h) & 1) || isnan(l[h]);
       const float inv = l[h] > 0.f ? v_mul / l[h] : 0.f;
 #pragma unroll
       for (int n = 0; n < NT; ++n) {
         const int d = n * 8 + (lane & 3) * 2;
-        store(row, d, bad_page ? NAN : acc[n][2 * h] * inv);
-        store(row, d + 1, bad_page ? NAN : acc[n][2 * h + 1] * inv);
+        store(row, d, bad ? NAN : acc[n][2 * h] * inv);
+        store(row, d + 1, bad ? NAN : acc[n][2 * h + 1] * inv);
       }
       if ((lane & 3) == 0) {
-        store_lse(row, bad_page ? NAN : (l[h] > 0.f ? (m[h] + __log2f(l[h])) * kLn2 : -INFINITY));
+        store_lse(row, bad ? NAN : (l[h] > 0.f ? (m[h] + __log2f(l[h])) * kLn2 : -INFINITY));
       }
     }
   } else {
@@ -385,7 +410,7 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
       }
       if ((lane & 3) == 0 && wd == 0) {
         sM[wk * 16 + r] = m[h];
-        sL[wk * 16 + r] = l[h];
+        sL[wk * 16 + r] = ((bad_rows >> h) & 1) ? NAN : l[h];  // NaN marks the row bad
       }
     }
     __syncthreads();
@@ -402,9 +427,10 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
         a_all += sAcc[(w * 16 + r) * D + d] * c;
       }
       const int64_t row = out_row(r);
-      store(row, d, bad_page ? NAN : (l_all > 0.f ? a_all * v_mul / l_all : 0.f));
+      const bool bad = isnan(l_all);
+      store(row, d, bad ? NAN : (l_all > 0.f ? a_all * v_mul / l_all : 0.f));
       if (d == 0) {
-        store_lse(row, bad_page ? NAN : (l_all > 0.f ? (m_all + __log2f(l_all)) * kLn2 : -INFINITY));
+        store_lse(row, bad ? NAN : (l_all > 0.f ? (m_all + __log2f(l_all)) * kLn2 : -INFINITY));
       }
     }
   }

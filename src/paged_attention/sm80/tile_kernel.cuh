@@ -176,9 +176,11 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
       cp_async_16(sV + at, v_base + off, valid);
     }
   };
-  // FP8: stage t's bytes as 16-bit values into the swizzled buffer the math reads.
-  const bool e5m2 = p.kv_e5m2;
-  auto convert_stage = [&](int t) {
+  // FP8: stage t's bytes as 16-bit values into the swizzled buffer the math reads. The format is
+  // a compile-time constant in each copy of the loop (a run-time flag inside it makes ptxas issue
+  // both formats' conversions for every pair of values).
+  auto convert_stage_as = [&](int t, auto e5m2_tag) {
+    constexpr bool e5m2 = decltype(e5m2_tag)::value;
     const uint8_t* raw = reinterpret_cast<const uint8_t*>(sRaw + (t % STAGES) * 2 * KT * D);
     for (int c = tid; c < 2 * KT * CPK_KV; c += kTileThreads) {  // K's chunks, then V's
       const int kv = c / (KT * CPK_KV), key = (c / CPK_KV) % KT, ch = c % CPK_KV;
@@ -188,6 +190,10 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
       *reinterpret_cast<uint4*>(dst + swz<D>(key, 2 * ch)) = lo;
       *reinterpret_cast<uint4*>(dst + swz<D>(key, 2 * ch + 1)) = hi;
     }
+  };
+  auto convert_stage = [&](int t) {
+    if (p.kv_e5m2) convert_stage_as(t, std::true_type{});
+    else convert_stage_as(t, std::false_type{});
   };
 
   if (tid < KT) {

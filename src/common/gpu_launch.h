@@ -3,7 +3,10 @@
 #pragma once
 
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "common/ffi_helpers.h"
@@ -47,21 +50,63 @@ void for_each_device(int device, F&& f) {
   for (int d = 0; d < count; ++d) f(d);
 }
 
+// Launch facts that never change for a (kernel, device, block shape): the occupancy and whether
+// the dynamic shared memory opt-in was made. Remembered for the process, because the runtime
+// queries behind them cost microseconds of host time on every call, which a single jitted call
+// (no command buffer around it) pays each time. A few dozen entries at most (one per kernel
+// instance and device used).
+class LaunchFacts {
+ public:
+  using Key = std::tuple<const void*, int, int, size_t>;  // kernel, device, threads, smem bytes
+  static bool find(const Key& key, int* value) {
+    std::lock_guard<std::mutex> lock(mutex());
+    const auto it = map().find(key);
+    if (it == map().end()) return false;
+    *value = it->second;
+    return true;
+  }
+  static void remember(const Key& key, int value) {
+    std::lock_guard<std::mutex> lock(mutex());
+    map()[key] = value;
+  }
+
+ private:
+  static std::mutex& mutex() {
+    static std::mutex m;
+    return m;
+  }
+  static std::map<Key, int>& map() {
+    static std::map<Key, int> m;
+    return m;
+  }
+};
+
 // Blocks of `kernel` that fit on the whole current device at once.
 template <typename Kernel>
 int64_t resident_blocks(Kernel kernel, int threads, size_t smem_bytes) {
-  int per_sm = 1;
-  if (gpu::blocks_per_sm(&per_sm, kernel, threads, smem_bytes) != gpu::kSuccess || per_sm < 1) {
-    per_sm = 1;
+  const int device = current_device();
+  const LaunchFacts::Key key{reinterpret_cast<const void*>(kernel), device, threads, smem_bytes};
+  int per_sm = 0;
+  if (!LaunchFacts::find(key, &per_sm)) {
+    if (gpu::blocks_per_sm(&per_sm, kernel, threads, smem_bytes) != gpu::kSuccess || per_sm < 1) {
+      per_sm = 1;  // (not remembered: asked again next time)
+    } else {
+      LaunchFacts::remember(key, per_sm);
+    }
   }
-  return int64_t(per_sm) * sm_count(current_device());
+  return int64_t(per_sm) * sm_count(device);
 }
 
-// Dynamic shared memory above 48 KiB must be opted into, per device, so on every launch.
+// Dynamic shared memory above 48 KiB must be opted into, once per kernel and device (the setting
+// stays for the process); threads = -1 marks these entries apart from the occupancy ones.
 template <typename Kernel>
 ffi::Error allow_smem(Kernel kernel, size_t bytes, const char* what) {
-  if (gpu::allow_dynamic_smem(kernel, int(bytes)) == gpu::kSuccess) return ffi::Error::Success();
-  return last_launch_error(what);
+  const LaunchFacts::Key key{reinterpret_cast<const void*>(kernel), current_device(), -1, bytes};
+  int done = 0;
+  if (LaunchFacts::find(key, &done)) return ffi::Error::Success();
+  if (gpu::allow_dynamic_smem(kernel, int(bytes)) != gpu::kSuccess) return last_launch_error(what);
+  LaunchFacts::remember(key, 1);
+  return ffi::Error::Success();
 }
 
 // Whether the handlers run the portable kernels (CUDA cores, no inline assembly) instead of the

@@ -55,6 +55,12 @@ inline ffi::Error decode_mla_queries_and_caches(ffi::AnyBuffer q_nope, ffi::AnyB
     JP_RETURN_IF_ERROR(check_dim(cd[2], kMlaDsRowBytes, "the uint8 ckv_cache's last dim"));
   } else if (!combined) {
     JP_RETURN_IF_ERROR(check_dim(cd[2], kMlaLatentDim, "ckv_cache's last dim"));
+    // A split rope is 16-bit (q's dtype): an fp8 rope comes only inside a combined 576-wide cache
+    // (the kernels read a split rope as 64 two-byte values).
+    if (kpe.element_type() != dt) {
+      return ffi::Error::InvalidArgument(
+          "jaxpaged: a split kpe_cache holds q's dtype (an fp8 rope needs the combined [P, page, 576] cache)");
+    }
     JP_RETURN_IF_ERROR(check_dim(kpe.dimensions()[0], cd[0], "kpe_cache's page count"));
     JP_RETURN_IF_ERROR(check_dim(kpe.dimensions()[1], cd[1], "kpe_cache's page size"));
     JP_RETURN_IF_ERROR(check_dim(kpe.dimensions()[2], kMlaRopeDim, "kpe_cache's last dim"));

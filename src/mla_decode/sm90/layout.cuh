@@ -17,8 +17,8 @@ constexpr int kMlaWgKeys = kMlaTileKeys;    // cache tokens per tile (the schedu
 // others gave back waits forever, so the new budgets must fit in the same 3 x 168. The cp.async
 // loader needs 56 to issue its copies fully unrolled (at 40 it spilled or, with loops kept
 // rolled, became instruction-bound and starved the compute warpgroups: NOTES item 22); the TMA
-// loader is one thread with a handful of values. A converting loader (quantized caches) holds a
-// group's eight 16-byte loads in registers at once.
+// loader is one thread with a handful of values. A converting loader (quantized caches) holds one
+// phase's four raw 16-byte chunks in registers at once (its budget is the cp.async loader's today).
 template <bool kTma, bool kConvert = false>
 struct MlaWgRegs {
   static constexpr int kCompute = kTma ? 232 : (kConvert ? 224 : 224);

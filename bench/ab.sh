@@ -2,7 +2,9 @@
 # A/B timing of kernel variants in one call on the GPU machine (the `device` tool).
 #   bash bench/ab.sh ROUNDS NAME=SRC_DIR... -- [bench.py args, e.g. --only mla_h128_b64_ctx4k]
 # Each SRC_DIR is a source tree (the working tree ".", or one exported beside it, e.g.
-#   mkdir -p abtmp/base && git archive HEAD | tar -x -C abtmp/base   # and carry "abtmp");
+#   mkdir -p abtmp/base && git archive HEAD | tar -x -C abtmp/base   # and carry "abtmp"),
+# or patch:FILE[+FILE...]: the working tree with those patches applied (`patch -p1`, in order;
+# e.g. new=patch:bench/experiments/2026-11-24_paged_decode_direct.patch);
 # all are built at once into their own folders, then `bench.py --ours-only` runs ROUNDS times per
 # variant, variants alternating, so drift of the machine shows up as spread rather than as a gain.
 # Each variant runs its own tree's bench/bench.py (the bench may change with the package).
@@ -19,6 +21,16 @@ start=$(date +%s)
 declare -A TREE
 for v in "${VARIANTS[@]}"; do
   name=${v%%=*} src=${v#*=}
+  if [[ $src == patch:* ]]; then  # a copy of the working tree with the patches applied
+    tree=/tmp/ab_src_$name
+    rm -rf "$tree" && mkdir -p "$tree"
+    tar --exclude=./abtmp --exclude=./.whl --exclude=./build --exclude=./.git -cf - . | tar -xf - -C "$tree"
+    IFS=+ read -ra patches <<< "${src#patch:}"
+    for pf in "${patches[@]}"; do
+      patch -d "$tree" -p1 --quiet < "$pf" || { echo "PATCH FAILED: $name ($pf)"; continue 2; }
+    done
+    src=$tree
+  fi
   TREE[$name]=$(cd "$src" && pwd)
   python3 -m pip install --no-build-isolation --no-deps --target "/tmp/ab_$name" "$src" \
     > "$OUT/build_$name.log" 2>&1 || echo "BUILD FAILED: $name" &

@@ -1,9 +1,10 @@
-// Does compute-sanitizer racecheck honour named barriers? Ten tiny kernels, each a correct
+// Does compute-sanitizer racecheck honour named barriers? Eleven tiny kernels, each a correct
 // hand-off of shared memory between warps (or warpgroups), run under racecheck one by one; a
 // hazard reported for one of them is the tool's, not the code's. The MLA Hopper kernel hands its
 // row maxima and sums between warpgroups with patterns C-E (session 12's racecheck run).
 //   nvcc -arch=sm_90a -o /tmp/racecheck_probe tools/racecheck_probe.cu
 //   compute-sanitizer --tool racecheck /tmp/racecheck_probe
+#include <cstdint>
 #include <cstdio>
 
 __device__ __forceinline__ void bar_sync(int id, int n) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory"); }
@@ -128,14 +129,78 @@ __global__ void probe_hij(float* out, int producers) {
   }
 }
 
+// K: probe F's protocol with mbarriers (arrive; try_wait.parity) instead of named barriers: wg 0
+// publishes (full0), wg 1 reads and publishes (full1), wg 0 reads and says so (read0); the sums
+// meet on a fourth mbarrier that all 256 threads arrive on and wait for. If racecheck passes K
+// while it flags F, rewriting the MLA kernel's hand-offs with mbarriers settles its hazards.
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mb_init(uint64_t* b, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(b)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mb_arrive(uint64_t* b) {
+  asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.shared::cta.b64 st, [%0];\n}" ::"r"(smem_u32(b)) : "memory");
+}
+__device__ __forceinline__ void mb_wait(uint64_t* b, uint32_t parity) {
+  asm volatile(
+      "{\n .reg .pred p;\n WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra WAIT_%=;\n}" ::"r"(
+          smem_u32(b)),
+      "r"(parity)
+      : "memory");
+}
+__global__ void __launch_bounds__(384, 1) probe_k(float* out) {
+  __shared__ float s_max[512], s_sum[512];
+  __shared__ __align__(8) uint64_t bars[4];  // full0, full1, read0 (128 arrivals); sums (256)
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < 4; ++i) mb_init(&bars[i], i == 3 ? 256 : 128);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  const int wg = threadIdx.x / 128, tw = threadIdx.x % 128;
+  if (wg == 2) return;
+  float* mine = s_max + wg * 256 + 2 * tw;
+  const float* peer = s_max + (1 - wg) * 256 + 2 * tw;
+  uint32_t parity = 0, sum_parity = 0;  // the pair barriers' phase (all three move together)
+  float acc = 0.f;
+  for (int seq = 0; seq < 3; ++seq) {
+    float m = float(seq);
+    for (int pair = 0; pair < 4; ++pair) {
+      if (wg == 0) {
+        mine[0] = m + pair;
+        mine[1] = m - pair;
+        mb_arrive(&bars[0]);
+        mb_wait(&bars[1], parity);
+        acc += peer[0] + peer[1];
+        mb_arrive(&bars[2]);
+      } else {
+        mb_wait(&bars[0], parity);
+        const float m0 = peer[0] + peer[1];
+        mine[0] = m0;
+        mine[1] = -m0;
+        mb_arrive(&bars[1]);
+        mb_wait(&bars[2], parity);
+        acc += m0;
+      }
+      parity ^= 1;
+    }
+    s_sum[wg * 256 + 2 * tw] = acc;
+    mb_arrive(&bars[3]);
+    mb_wait(&bars[3], sum_parity);
+    sum_parity ^= 1;
+    acc += s_sum[(1 - wg) * 256 + 2 * tw];
+  }
+  out[threadIdx.x] = acc;
+}
+
 int main() {
   int* out;
   cudaMalloc(&out, 512 * sizeof(int));
   const char* names[] = {"A __syncthreads", "B bar.sync 1,64", "C bar.sync 4,64 (warp 2 exited)",
                          "D bar.arrive/bar.sync", "E MLA epilogue shape", "F MLA hand-off protocol",
                          "G F after setmaxnreg", "H D, 96 threads, warp 2 gone", "I D, 384 threads, warpgroup 2 gone",
-                         "J D, 256 threads, warpgroup to warpgroup"};
-  for (int k = 0; k < 10; ++k) {
+                         "J D, 256 threads, warpgroup to warpgroup", "K F with mbarriers"};
+  for (int k = 0; k < 11; ++k) {
     switch (k) {
       case 0: probe_a<<<1, 64>>>(out); break;
       case 1: probe_b<<<1, 64>>>(out); break;
@@ -147,6 +212,7 @@ int main() {
       case 7: probe_hij<<<1, 96>>>(reinterpret_cast<float*>(out), 32); break;
       case 8: probe_hij<<<1, 384>>>(reinterpret_cast<float*>(out), 128); break;
       case 9: probe_hij<<<1, 256>>>(reinterpret_cast<float*>(out), 128); break;
+      case 10: probe_k<<<1, 384>>>(reinterpret_cast<float*>(out)); break;
     }
     const cudaError_t e = cudaDeviceSynchronize();
     std::printf("probe %s: %s\n", names[k], cudaGetErrorString(e));

@@ -27,7 +27,7 @@ for v in "${VARIANTS[@]}"; do
     tar --exclude=./abtmp --exclude=./.whl --exclude=./build --exclude=./.git -cf - . | tar -xf - -C "$tree"
     IFS=+ read -ra patches <<< "${src#patch:}"
     for pf in "${patches[@]}"; do
-      patch -d "$tree" -p1 --quiet < "$pf" || { echo "PATCH FAILED: $name ($pf)"; continue 2; }
+      patch -d "$tree" -p1 --quiet < "$pf" || { echo "PATCH FAILED: $name ($pf)"; wait; exit 1; }
     done
     src=$tree
   fi

@@ -122,19 +122,15 @@ def test_mla_quantized_errors_name_the_argument(rng):
 
 def test_direct_ffi_call_rejects_a_split_fp8_rope():
     # The public op never builds this call (its shape rule rejects a split fp8 rope); a direct FFI
-    # call must get an error too, not a 16-bit read of 64-byte rope rows.
-    # (On the CPU handler: the GPU handler's signature has a workspace result more.)
+    # call must get an error too, not a 16-bit read of 64-byte rope rows. (On the CPU handler: the
+    # GPU handler's signature has a workspace result more.)
     bf16, f8 = jnp.bfloat16, jnp.float8_e4m3fn
-    with jax.default_device(jax.devices("cpu")[0]):
-        _split_fp8_rope_call(bf16, f8)
-
-
-def _split_fp8_rope_call(bf16, f8):
-    q_nope, q_pe = jnp.zeros((1, 1, 16, 512), bf16), jnp.zeros((1, 1, 16, 64), bf16)
-    ckv, kpe = jnp.zeros((2, 16, 512), f8), jnp.zeros((2, 16, 64), f8)
-    lens, table, options = jnp.full((1,), 20, jnp.int32), jnp.zeros((1, 2), jnp.int32), jnp.zeros((0,), jnp.int32)
     call = jax.ffi.ffi_call("jaxpaged_mla_decode", (jax.ShapeDtypeStruct((1, 1, 16, 512), bf16),
                                                     jax.ShapeDtypeStruct((1, 1, 16), jnp.float32)))
-    with pytest.raises(Exception, match="split kpe_cache holds q's dtype"):
-        jax.block_until_ready(call(q_nope, q_pe, ckv, kpe, lens, table, options, scale=np.float32(0.1),
-                                   kv_scale=np.float32(1.0), causal=np.int32(0)))
+    with jax.default_device(jax.devices("cpu")[0]):
+        q_nope, q_pe = jnp.zeros((1, 1, 16, 512), bf16), jnp.zeros((1, 1, 16, 64), bf16)
+        ckv, kpe = jnp.zeros((2, 16, 512), f8), jnp.zeros((2, 16, 64), f8)
+        lens, table, options = jnp.full((1,), 20, jnp.int32), jnp.zeros((1, 2), jnp.int32), jnp.zeros((0,), jnp.int32)
+        with pytest.raises(Exception, match="split kpe_cache holds q's dtype"):
+            jax.block_until_ready(call(q_nope, q_pe, ckv, kpe, lens, table, options, scale=np.float32(0.1),
+                                       kv_scale=np.float32(1.0), causal=np.int32(0)))

@@ -29,13 +29,17 @@ ffi::Error launch_paged_tiles(const PagedAttentionParams& p, const PagedWorkspac
   }
   auto kernel = paged_tile_kernel<T, D, LARGE, FP8>;
   JP_RETURN_IF_ERROR(allow_smem(kernel, C::kSmemBytes, "paged_tile_kernel (shared memory size)"));
-  const int splits = choose_kv_splits(blocks, w.split_cap, p.max_pages * p.page_size, 256,
-                                      resident_blocks(kernel, kTileThreads, C::kSmemBytes));
+  const int64_t resident = resident_blocks(kernel, kTileThreads, C::kSmemBytes);
+  const int splits = choose_kv_splits(blocks, w.split_cap, p.max_pages * p.page_size, 256, resident);
   float* ws_out = w.split_out(ws);
   float* ws_lse = w.split_lse(ws, splits);
-  JP_RETURN_IF_ERROR(launch_paged_schedule<T>(p, w, ws, splits, stream));
+  // Pure decode whose blocks all run in one wave needs no tile list: the list's longest-first
+  // order only matters when blocks wait for a second wave, and decode has no padding rows to
+  // clear. One kernel launch fewer per call (and per layer of a step).
+  const bool direct = p.decode_only && blocks * splits <= resident;
+  if (!direct) JP_RETURN_IF_ERROR(launch_paged_schedule<T>(p, w, ws, splits, stream));
   kernel<<<dim3(unsigned(blocks), unsigned(splits)), kTileThreads, C::kSmemBytes, stream>>>(
-      p, page_shift_of(p.page_size), work, ws_out, ws_lse);
+      p, page_shift_of(p.page_size), direct ? nullptr : work, ws_out, ws_lse);
   JP_RETURN_IF_ERROR(last_launch_error("paged_tile_kernel"));
   if (splits == 1) return ffi::Error::Success();
   return launch_combine_splits<T>(ws_out, ws_lse, splits, rows, D, static_cast<T*>(p.out), p.lse, stream);

@@ -461,13 +461,24 @@ __global__ void __launch_bounds__(kTileThreads)
                       float* __restrict__ ws_out, float* __restrict__ ws_lse) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int kv_head = int(blockIdx.x % p.num_kv_heads);
-  const int64_t e = tile_at(blockIdx.x / p.num_kv_heads, work[0], work[1]);
-  if (e < 0) return;
-  const int seq = work[2 + 2 * e];
-  if (seq < 0 || seq >= p.num_seqs) return;
-  const int word = work[3 + 2 * e];
-  const bool large = (word & kLargeTileFlag) != 0;
-  const int tile = word & (kLargeTileFlag - 1);
+  int seq, tile;
+  bool large;
+  if (work == nullptr) {  // pure decode in one wave (the launcher's choice): blocks in sequence order
+    const int64_t rows = p.num_q_heads / p.num_kv_heads, per_seq = tiles_of_rows(rows);
+    const int64_t pos = blockIdx.x / p.num_kv_heads;
+    seq = int(pos / per_seq);
+    tile = int(pos % per_seq);
+    large = is_large_tile(rows);
+    if (seq >= p.num_seqs) return;
+  } else {
+    const int64_t e = tile_at(blockIdx.x / p.num_kv_heads, work[0], work[1]);
+    if (e < 0) return;
+    seq = work[2 + 2 * e];
+    if (seq < 0 || seq >= p.num_seqs) return;
+    const int word = work[3 + 2 * e];
+    large = (word & kLargeTileFlag) != 0;
+    tile = word & (kLargeTileFlag - 1);
+  }
   int q_begin = seq, q_len = 1;
   if (!p.decode_only) {
     q_begin = int(clamped_cu(p.cu_q_lens, seq, p.num_tokens));

@@ -1,9 +1,12 @@
-// Does compute-sanitizer racecheck honour named barriers? Eleven tiny kernels, each a correct
-// hand-off of shared memory between warps (or warpgroups), run under racecheck one by one; a
-// hazard reported for one of them is the tool's, not the code's. The MLA Hopper kernel hands its
-// row maxima and sums between warpgroups with patterns C-E (session 12's racecheck run).
+// Does compute-sanitizer racecheck follow barriers between warpgroups? Fifteen tiny kernels, each
+// a correct hand-off of shared memory between warps (or warpgroups), run under racecheck; a hazard
+// reported for one of them is the tool's, not the code's. The MLA Hopper kernel hands its row
+// maxima and sums between warpgroups as probe F does. Findings (H100, compute-sanitizer of CUDA
+// 13.0; NOTES items 33 d and 36 c): A-E and H-J are clean every time; F and G (named barriers) are
+// flagged every time; K and L (mbarriers) were clean in two runs and L was flagged in a third, as
+// were M-O: the reports on producer/consumer hand-offs depend on the run's timing.
 //   nvcc -arch=sm_90a -o /tmp/racecheck_probe tools/racecheck_probe.cu
-//   compute-sanitizer --tool racecheck /tmp/racecheck_probe
+//   compute-sanitizer --tool racecheck /tmp/racecheck_probe [LETTER: that probe alone]
 #include <cstdint>
 #include <cstdio>
 
@@ -131,8 +134,7 @@ __global__ void probe_hij(float* out, int producers) {
 
 // K: probe F's protocol with mbarriers (arrive; try_wait.parity) instead of named barriers: wg 0
 // publishes (full0), wg 1 reads and publishes (full1), wg 0 reads and says so (read0); the sums
-// meet on a fourth mbarrier that all 256 threads arrive on and wait for. If racecheck passes K
-// while it flags F, rewriting the MLA kernel's hand-offs with mbarriers settles its hazards.
+// meet on a fourth mbarrier that all 256 threads arrive on and wait for.
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
@@ -193,14 +195,154 @@ __global__ void __launch_bounds__(384, 1) probe_k(float* out) {
   out[threadIdx.x] = acc;
 }
 
-int main() {
+// L: probe K with one arrival per warp (lane 0 after __syncwarp; counts 4 and 8), the MLA
+// kernel's hand-offs since session 15 (its empty barriers have always been released this way).
+__global__ void __launch_bounds__(384, 1) probe_l(float* out) {
+  __shared__ float s_max[512], s_sum[512];
+  __shared__ __align__(8) uint64_t bars[4];  // full0, full1, read0 (4 warps); sums (8 warps)
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < 4; ++i) mb_init(&bars[i], i == 3 ? 8 : 4);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  const int wg = threadIdx.x / 128, tw = threadIdx.x % 128, lane = threadIdx.x % 32;
+  if (wg == 2) return;
+  auto arrive = [&](uint64_t* b) {
+    __syncwarp();
+    if (lane == 0) mb_arrive(b);
+  };
+  float* mine = s_max + wg * 256 + 2 * tw;
+  const float* peer = s_max + (1 - wg) * 256 + 2 * tw;
+  uint32_t parity = 0, sum_parity = 0;
+  float acc = 0.f;
+  for (int seq = 0; seq < 3; ++seq) {
+    float m = float(seq);
+    for (int pair = 0; pair < 4; ++pair) {
+      if (wg == 0) {
+        mine[0] = m + pair;
+        mine[1] = m - pair;
+        arrive(&bars[0]);
+        mb_wait(&bars[1], parity);
+        acc += peer[0] + peer[1];
+        arrive(&bars[2]);
+      } else {
+        mb_wait(&bars[0], parity);
+        const float m0 = peer[0] + peer[1];
+        mine[0] = m0;
+        mine[1] = -m0;
+        arrive(&bars[1]);
+        mb_wait(&bars[2], parity);
+        acc += m0;
+      }
+      parity ^= 1;
+    }
+    s_sum[wg * 256 + 2 * tw] = acc;
+    arrive(&bars[3]);
+    mb_wait(&bars[3], sum_parity);
+    sum_parity ^= 1;
+    acc += s_sum[(1 - wg) * 256 + 2 * tw];
+  }
+  out[threadIdx.x] = acc;
+}
+
+// M, N, O: probe L with one more trait of the MLA kernel each, to find which one racecheck does
+// not follow there (session 15: the kernel on L's hand-offs still got hazards, L itself none).
+//   M (kVariant 1): warpgroup 2 stays, a producer filling a two-stage ring through full/empty
+//     mbarriers (the loader); the compute warpgroups read each stage and release it.
+//   N (kVariant 2): setmaxnreg as in the kernel (warpgroup 2 shrinks and leaves).
+//   O (kVariant 3): two bar.sync 1, 256 of the compute warpgroups at each sequence's start.
+template <int kVariant>
+__global__ void __launch_bounds__(384, 1) probe_mno(float* out) {
+  __shared__ float s_max[512], s_sum[512], s_ring[2][256];
+  __shared__ __align__(8) uint64_t bars[8];  // as L; then full[2] (1 arrival), empty[2] (8 warps)
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < 4; ++i) mb_init(&bars[i], i == 3 ? 8 : 4);
+    for (int i = 4; i < 6; ++i) mb_init(&bars[i], 4);  // full: the producer's 4 warps
+    for (int i = 6; i < 8; ++i) mb_init(&bars[i], 8);  // empty: the consumers' 8 warps
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  const int wg = threadIdx.x / 128, tw = threadIdx.x % 128, lane = threadIdx.x % 32;
+  auto arrive = [&](uint64_t* b) {
+    __syncwarp();
+    if (lane == 0) mb_arrive(b);
+  };
+  constexpr int kSeqs = 3, kPairs = 4;
+  if (wg == 2) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    if constexpr (kVariant == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n" ::: "memory");
+#endif
+    if constexpr (kVariant == 1) {
+      for (int k = 0; k < kSeqs * kPairs; ++k) {
+        const int st = k % 2;
+        mb_wait(&bars[6 + st], ((k / 2) & 1) ^ 1);
+        s_ring[st][2 * tw] = float(k);
+        s_ring[st][2 * tw + 1] = float(-k);
+        arrive(&bars[4 + st]);
+      }
+    }
+    return;
+  }
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  if constexpr (kVariant == 2) asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n" ::: "memory");
+#endif
+  float* mine = s_max + wg * 256 + 2 * tw;
+  const float* peer = s_max + (1 - wg) * 256 + 2 * tw;
+  uint32_t parity = 0, sum_parity = 0;
+  float acc = 0.f;
+  int k = 0;
+  for (int seq = 0; seq < kSeqs; ++seq) {
+    if constexpr (kVariant == 3) {
+      bar_sync(1, 256);
+      bar_sync(1, 256);
+    }
+    float m = float(seq);
+    for (int pair = 0; pair < kPairs; ++pair, ++k) {
+      if constexpr (kVariant == 1) {
+        const int st = k % 2;
+        mb_wait(&bars[4 + st], (k / 2) & 1);
+        m += s_ring[st][(2 * tw + wg) % 256];
+        arrive(&bars[6 + st]);
+      }
+      if (wg == 0) {
+        mine[0] = m + pair;
+        mine[1] = m - pair;
+        arrive(&bars[0]);
+        mb_wait(&bars[1], parity);
+        acc += peer[0] + peer[1];
+        arrive(&bars[2]);
+      } else {
+        mb_wait(&bars[0], parity);
+        const float m0 = peer[0] + peer[1];
+        mine[0] = m0;
+        mine[1] = -m0;
+        arrive(&bars[1]);
+        mb_wait(&bars[2], parity);
+        acc += m0;
+      }
+      parity ^= 1;
+    }
+    s_sum[wg * 256 + 2 * tw] = acc;
+    arrive(&bars[3]);
+    mb_wait(&bars[3], sum_parity);
+    sum_parity ^= 1;
+    acc += s_sum[(1 - wg) * 256 + 2 * tw];
+  }
+  out[threadIdx.x] = acc;
+}
+
+int main(int argc, char** argv) {
   int* out;
   cudaMalloc(&out, 512 * sizeof(int));
   const char* names[] = {"A __syncthreads", "B bar.sync 1,64", "C bar.sync 4,64 (warp 2 exited)",
                          "D bar.arrive/bar.sync", "E MLA epilogue shape", "F MLA hand-off protocol",
                          "G F after setmaxnreg", "H D, 96 threads, warp 2 gone", "I D, 384 threads, warpgroup 2 gone",
-                         "J D, 256 threads, warpgroup to warpgroup", "K F with mbarriers"};
-  for (int k = 0; k < 11; ++k) {
+                         "J D, 256 threads, warpgroup to warpgroup", "K F with mbarriers",
+                         "L K with one arrival per warp", "M L + a producer warpgroup", "N L + setmaxnreg",
+                         "O L + bar.sync at sequence starts"};
+  // (argv[1]: run only that probe, by letter, so each racecheck report names one)
+  for (int k = 0; k < 15; ++k) {
+    if (argc > 1 && argv[1][0] != 'A' + k) continue;
     switch (k) {
       case 0: probe_a<<<1, 64>>>(out); break;
       case 1: probe_b<<<1, 64>>>(out); break;
@@ -213,6 +355,10 @@ int main() {
       case 8: probe_hij<<<1, 384>>>(reinterpret_cast<float*>(out), 128); break;
       case 9: probe_hij<<<1, 256>>>(reinterpret_cast<float*>(out), 128); break;
       case 10: probe_k<<<1, 384>>>(reinterpret_cast<float*>(out)); break;
+      case 11: probe_l<<<1, 384>>>(reinterpret_cast<float*>(out)); break;
+      case 12: probe_mno<1><<<1, 384>>>(reinterpret_cast<float*>(out)); break;
+      case 13: probe_mno<2><<<1, 384>>>(reinterpret_cast<float*>(out)); break;
+      case 14: probe_mno<3><<<1, 384>>>(reinterpret_cast<float*>(out)); break;
     }
     const cudaError_t e = cudaDeviceSynchronize();
     std::printf("probe %s: %s\n", names[k], cudaGetErrorString(e));

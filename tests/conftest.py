@@ -1,6 +1,7 @@
 import os
 import sys
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,7 +16,24 @@ except ImportError as e:  # the source tree shadows the installed package: it ha
                       f"shadow the installed package. ({e})") from e
 
 
+_TESTS = Path(__file__).resolve().parent
+
+
+def _seed_key(nodeid: str, path) -> str:
+    """The name a test's seed comes from: "tests/<file under tests/>::<name[params]>", the node id
+    of a run started in the repository root, whatever directory pytest runs from (its node ids are
+    relative to its rootdir, which --rootdir, an ini file or the arguments can move)."""
+    name = nodeid.split("::", 1)[1]  # [Class::]function[params]: no path in it
+    try:
+        file = Path(path).resolve().relative_to(_TESTS).as_posix()
+    except ValueError:  # a test file outside this directory (a symlink, say): its name alone
+        file = Path(path).name
+    return f"tests/{file}::{name}"
+
+
 @pytest.fixture
 def rng(request):
-    # A fresh, reproducible stream per test: the seed comes from the test's id.
-    return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
+    # A fresh, reproducible stream per test, seeded from its file and name by crc32 (Python's
+    # hash() is salted per process): the same data from any directory, and the data a run from the
+    # repository root always had.
+    return np.random.default_rng(zlib.crc32(_seed_key(request.node.nodeid, request.node.path).encode()))

@@ -177,6 +177,7 @@ def mla_inputs(cfg: Mla, rng):
 
 def run_config(cfg, rng, copy_GBps, ours_only=False):
     rec = {"config": cfg.name}
+    per_step = None
     if isinstance(cfg, Paged):
         args, kv_bytes, flops = paged_inputs(cfg, rng)
         opts = dict(soft_cap=cfg.soft_cap, sliding_window=cfg.window)
@@ -196,9 +197,13 @@ def run_config(cfg, rng, copy_GBps, ours_only=False):
         opts = dict(scale=1.0 / math.sqrt(192.0), causal=cfg.causal)
         if cfg.cache == "fp8":
             opts["kv_scale"] = MLA_KV_SCALE
-        ours_q = lambda q_nope, *ops: jaxpaged.mla_decode(q_nope, *ops, **opts)[0]  # noqa: E731
+        ours_q = lambda q_nope, *ops, plan=None: jaxpaged.mla_decode(q_nope, *ops, **opts, plan=plan)[0]  # noqa: E731
         ref = jax.jit(lambda *a: reference.mla_decode(*a, **opts)[0])
         peer_fns = {"flashmla": lambda: peers.flashmla(cfg, args, opts["scale"])}
+        # A serving step makes the schedule once for all layers (as FlashMLA's metadata): ops are
+        # (q_pe, ckv, kpe, kv_lens, block_tables).
+        per_step = lambda *ops: dict(plan=jaxpaged.mla_decode_plan(  # noqa: E731
+            ops[3], ops[4], num_heads=cfg.heads, page_size=cfg.page, s_q=cfg.s_q))
     ours = jax.jit(ours_q)
     q, operands = args[0], args[1:]
     out = ours(q, *operands)
@@ -207,7 +212,9 @@ def run_config(cfg, rng, copy_GBps, ours_only=False):
     rec["ours_ms"] = device_ms(ours, q, *operands)
     if not ours_only:
         slow = dict(calls=1, reps=3) if rec["ours_ms"] > SLOW_MS else {}  # (a 32-call step of a slow kernel)
-        rec["ours_step_us"] = peers.step_us(ours_q, peers.layer_queries(q), operands, **slow)
+        rec["ours_step_us"] = peers.step_us(ours_q, peers.layer_queries(q), operands, per_step, **slow)
+        if per_step is not None:  # (and without the plan: each layer's call makes its own schedule)
+            rec["ours_step_noplan_us"] = peers.step_us(ours_q, peers.layer_queries(q), operands, **slow)
         rec["ours_burst10_ms"] = burst_ms(ours, q, *operands, reps=3 if slow else 9)
         rec["ref_ms"] = device_ms(ref, *args, calls=2, reps=5)
         for name, run in peer_fns.items():
@@ -244,7 +251,8 @@ def render_table(records, device, date, jax_version) -> str:
     lines = [f"Measured {date} on {device}, jax {jax_version}, one run of `bench/bench.py`; copy "
              f"bandwidth {records[0]['copy_GBps']:.0f} GB/s (read+write). Per call: steady-state ms "
              "(medians; see device_ms). Per layer: us per layer of a 32-layer step (one jit of 32 calls; "
-             "FlashMLA: one CUDA graph of 32 calls). A peer's ratio > 1 means it is slower than ours.", "",
+             "dense MLA: ours with its schedule made once per step, `mla_decode_plan`; FlashMLA: one CUDA "
+             "graph of 32 calls, its metadata made once). A peer's ratio > 1 means it is slower than ours.", "",
              "| config | ours ms | % copy BW | TFLOP/s | ours us/layer | peer | peer ms | peer us/layer | "
              "peer/ours (call) | peer/ours (layer) | rel err (ours, peer) |",
              "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---|"]

@@ -41,10 +41,13 @@ def call_ms(fn, q, operands) -> float:
     return device_ms(jax.jit(fn), q, *operands)
 
 
-def step_us(fn, qs, operands, **timing) -> float:
-    """Per-layer time (us) of one jit that calls fn(q, *operands) once per q in qs (a serving step)."""
-    step = jax.jit(lambda qs, *ops: tuple(fn(q, *ops) for q in qs))
-    return device_ms(step, qs, *operands, **timing) * 1e3 / len(qs)
+def step_us(fn, qs, operands, per_step=None, **timing) -> float:
+    """Per-layer time (us) of one jit that calls fn(q, *operands) once per q in qs (a serving step);
+    per_step(*operands) -> keyword arguments made once per step for every call (an MLA plan)."""
+    def step(qs, *ops):
+        kw = per_step(*ops) if per_step is not None else {}
+        return tuple(fn(q, *ops, **kw) for q in qs)
+    return device_ms(jax.jit(step), qs, *operands, **timing) * 1e3 / len(qs)
 
 
 def rel_err(out, ref) -> float:

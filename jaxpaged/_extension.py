@@ -27,6 +27,8 @@ GPU_TARGETS: frozenset[str] = frozenset(_jaxpaged.registrations().get(GPU_PLATFO
 paged_attention_workspace_bytes = _jaxpaged.paged_attention_workspace_bytes
 mla_decode_workspace_bytes = _jaxpaged.mla_decode_workspace_bytes
 mla_decode_sparse_workspace_bytes = _jaxpaged.mla_decode_sparse_workspace_bytes
+# int32 words of an MLA decode plan for a batch (any device: src/mla_decode/workspace.h).
+mla_decode_plan_ints = _jaxpaged.mla_decode_plan_ints
 
 
 def _register_all() -> None:

@@ -61,14 +61,16 @@ def cache_dtypes(q_nope, ckv_cache, kpe_cache):
 class _MlaDecode(_spec.OpSpec):
     """Operands: q_nope, q_pe, ckv_cache, kpe_cache (ckv_cache again for the combined layout),
     kv_lens, block_tables, options (int32 [2] when an option is traced, read by the kernels from
-    the device; else [0]). Params: scale, kv_scale (ignored when options has words), causal.
+    the device; else [0]), plan (a schedule from mla_decode_plan, else int32 [0]). Params: scale,
+    kv_scale (ignored when options has words), causal, plan_rows / plan_capacity (what the plan was
+    made for; 0 without one: the GPU handler uses a plan only for a call of that size).
     Results: out, lse. Caches: q's dtype; fp8 (combined, or the latent with a 16-bit rope cache),
     scaled by kv_scale; or DeepSeek-V3.2's uint8 [.., 656] rows (passed twice, like combined)."""
 
     name = "mla_decode"
 
-    def abstract_eval(self, q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, options, *, scale,
-                      kv_scale, causal):
+    def abstract_eval(self, q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, options, plan, *, scale,
+                      kv_scale, causal, plan_rows, plan_capacity):
         batch, s_q, num_heads, _, page_size = check_queries_and_caches(q_nope, q_pe, ckv_cache, kpe_cache)
         _checks.check_int32("kv_lens", kv_lens, (batch,), "[B]")
         if block_tables.ndim != 2:
@@ -76,6 +78,8 @@ class _MlaDecode(_spec.OpSpec):
         _checks.check_int32("block_tables", block_tables, (batch, block_tables.shape[1]), "[B, max_pages]")
         _checks.check_key_positions("block_tables", block_tables.shape[1], page_size)
         _checks.check_options(options, OPTION_WORDS)
+        if plan.dtype != np.int32 or plan.ndim != 1:
+            raise ValueError(f"plan must be an int32 vector (jaxpaged.mla_decode_plan); got {plan.dtype} {plan.shape}")
         return (jax.core.ShapedArray(q_nope.shape, q_nope.dtype),
                 jax.core.ShapedArray((batch, s_q, num_heads), jnp.float32))
 
@@ -89,31 +93,131 @@ class _MlaDecode(_spec.OpSpec):
     def batch(self, args, dims, **params):
         """vmap folds the mapped axis into the batch axis (pages offset when the caches are mapped);
         a traced scale that differs per instance makes one call per instance."""
-        if dims[-1] is not None:
+        # (a plan is for one instance's batch: the folded call makes its own schedule, the same)
+        args, dims = (*args[:-1], _no_plan()), (*dims[:-1], None)
+        params = dict(params, plan_rows=0, plan_capacity=0)
+        if dims[-2] is not None:
             return _spec.map_instances(self.primitive, args, dims, **params)
-        options = args[-1]
-        _, (q_nope, q_pe, ckv, kpe, kv_lens, block_tables) = _spec.batched_at_front(args[:-1], dims[:-1])
+        options, plan = args[-2:]
+        _, (q_nope, q_pe, ckv, kpe, kv_lens, block_tables) = _spec.batched_at_front(args[:-2], dims[:-2])
         n, batch = q_nope.shape[:2]
         (ckv, kpe), block_tables = _spec.stack_caches(
             (ckv, kpe), block_tables, mapped=dims[2] is not None or dims[3] is not None)
         fold = lambda x: x.reshape((n * batch,) + x.shape[2:])
         out, lse = self.primitive.bind(fold(q_nope), fold(q_pe), ckv, kpe, fold(kv_lens), fold(block_tables),
-                                       options, **params)
+                                       options, plan, **params)
         return (out.reshape((n, batch) + out.shape[1:]), lse.reshape((n, batch) + lse.shape[1:])), (0, 0)
 
     def sharding_rule(self, avals_in, params):
         """Factors: b sequences, h query heads; the caches and tables' page axis stay whole (every
-        device reads the one latent KV head in full)."""
-        rule = "b q h l, b q h r, p s w, p s v, b, b m, o -> b q h l, b q h"
-        plan = sequences_and_heads_plan(avals_in[0].shape, lambda seqs: [(seqs,), (seqs, None), (None,)])
-        return rule, {}, ["q", "l", "r", "p", "s", "w", "v", "m", "o"], plan
+        device reads the one latent KV head in full; a plan stays whole, and a device's call, smaller
+        than the one it was made for, computes its own schedule)."""
+        rule = "b q h l, b q h r, p s w, p s v, b, b m, o, z -> b q h l, b q h"
+        plan = sequences_and_heads_plan(avals_in[0].shape, lambda seqs: [(seqs,), (seqs, None), (None,), (None,)])
+        return rule, {}, ["q", "l", "r", "p", "s", "w", "v", "m", "o", "z"], plan
 
 
 mla_decode_p = _spec.define(_MlaDecode())
 
 
+def _no_plan():
+    return jnp.zeros(_checks.EMPTY_OPERAND, jnp.int32)
+
+
+@jax.tree_util.register_pytree_node_class
+class MlaDecodePlan:
+    """A reusable schedule for the mla_decode calls of one serving step (from mla_decode_plan):
+    `schedule` is an int32 device array (opaque: its layout is the GPU kernels'), the other fields
+    the shapes it was made for. A pytree, so it passes through jit, scan and vmap like an array."""
+
+    def __init__(self, schedule, batch: int, rows: int, capacity: int):
+        self.schedule, self.batch, self.rows, self.capacity = schedule, batch, rows, capacity
+
+    def tree_flatten(self):
+        return (self.schedule,), (self.batch, self.rows, self.capacity)
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(children[0], *aux)
+
+    def __repr__(self):
+        return f"MlaDecodePlan(batch={self.batch}, rows={self.rows}, capacity={self.capacity})"
+
+
+class _MlaDecodePlan(_spec.OpSpec):
+    """Operand: kv_lens. Params: rows (s_q x Hq), capacity (max_pages x page_size). Result: the
+    schedule, int32 [mla_decode_plan_ints(B)] (zeros on the CPU, which needs none)."""
+
+    name = "mla_decode_plan"
+    gpu_dtypes = (np.dtype(np.int32),)
+
+    def abstract_eval(self, kv_lens, *, rows, capacity):
+        if kv_lens.ndim != 1:
+            raise ValueError(f"kv_lens must have shape [B]; got {kv_lens.shape}")
+        _checks.check_int32("kv_lens", kv_lens, kv_lens.shape, "[B]")
+        return (jax.core.ShapedArray((_extension.mla_decode_plan_ints(kv_lens.shape[0]),), jnp.int32),)
+
+    def workspace_bytes(self, avals_in, params, device):
+        return 0
+
+    def batch(self, args, dims, **params):
+        return _spec.map_instances(self.primitive, args, dims, **params)
+
+    def sharding_rule(self, avals_in, params):
+        """Computed whole on every device (a few hundred words from kv_lens)."""
+        return "b -> z", {}, ["b", "z"], lambda spec_of, fits: ([(None,)], [(None,)])
+
+
+mla_decode_plan_p = _spec.define(_MlaDecodePlan())
+
+
+def mla_decode_plan(kv_lens, block_tables, *, num_heads: int, page_size: int, s_q: int = 1) -> MlaDecodePlan:
+    """The schedule of mla_decode calls over these kv_lens, made once per serving step and passed
+    to every layer's call (`mla_decode(..., plan=plan)`), which then skips computing its own: one
+    small kernel per step instead of one per layer on the Hopper path (elsewhere a plan is accepted
+    and unused). Results are identical with and without it.
+
+    Args:
+      kv_lens: int32 [B], as the calls will get them (the plan is made from their values).
+      block_tables: int32 [B, max_pages] (only its shape is read).
+      num_heads, page_size, s_q: the calls' Hq, cache page size and query tokens per sequence.
+
+    A plan fits calls with the same B, s_q x Hq and max_pages x page_size (else a ValueError) on
+    the same kind of device; jit-, scan- and vmap-safe. Under vmap or a sharded call the GPU
+    computes its own schedule (the plan was made for the whole batch), with the same results.
+    """
+    kv_lens = _checks.index_array("kv_lens", kv_lens)
+    shape = jnp.shape(block_tables)
+    if len(shape) != 2 or shape[0] != jnp.shape(kv_lens)[0]:
+        raise ValueError(f"block_tables must have shape [B, max_pages] with B = len(kv_lens) = "
+                         f"{jnp.shape(kv_lens)[0]}; got {shape}")
+    for name, value in (("num_heads", num_heads), ("page_size", page_size), ("s_q", s_q)):
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be a positive Python int; got {value!r}")
+    _checks.check_page_size("page_size", page_size)
+    _checks.check_key_positions("block_tables", shape[1], page_size)
+    rows, capacity = int(s_q) * int(num_heads), int(shape[1]) * int(page_size)
+    if rows > np.iinfo(np.int32).max:
+        raise ValueError(f"s_q * num_heads must be below 2^31; got {rows}")
+    (schedule,) = mla_decode_plan_p.bind(kv_lens, rows=rows, capacity=capacity)
+    return MlaDecodePlan(schedule, int(shape[0]), rows, capacity)
+
+
+def _plan_operands(plan, batch, rows, capacity):
+    """The plan operand and params of an mla_decode call (none when plan is None)."""
+    if plan is None:
+        return _no_plan(), dict(plan_rows=0, plan_capacity=0)
+    if not isinstance(plan, MlaDecodePlan):
+        raise ValueError(f"plan must come from jaxpaged.mla_decode_plan; got {type(plan).__name__}")
+    if (plan.batch, plan.rows, plan.capacity) != (batch, rows, capacity):
+        raise ValueError(
+            f"plan was made for B={plan.batch}, s_q x Hq={plan.rows}, max_pages x page_size={plan.capacity}; "
+            f"this call has B={batch}, s_q x Hq={rows}, max_pages x page_size={capacity}")
+    return plan.schedule, dict(plan_rows=rows, plan_capacity=capacity)
+
+
 def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, scale, causal=False, sinks=None,
-               kv_scale=None):
+               kv_scale=None, plan=None):
     """DeepSeek multi-head latent attention decode over a paged latent cache.
 
     Args:
@@ -131,6 +235,8 @@ def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, sca
       causal: query i of s_q sees keys j <= kv_len - s_q + i (speculative / MTP decoding).
       sinks: float [Hq] or None: attention sinks, as in paged_attention (lse excludes them).
       kv_scale: fp8 caches only: per-tensor scale (default 1.0; a Python number or traced scalar).
+      plan: None, or mla_decode_plan(kv_lens, block_tables, ...) made for these kv_lens (once per
+        serving step for all layers); the results are the same either way.
 
     Returns:
       (out [B, s_q, Hq, 512] in q's dtype, lse [B, s_q, Hq] float32). Exact rule:
@@ -142,8 +248,11 @@ def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, sca
     kv_lens = _checks.index_array("kv_lens", kv_lens)
     block_tables = _checks.index_array("block_tables", block_tables, out_of_range=-1)
     kpe_cache, options, attrs, sinks = prepare(q_nope, ckv_cache, kpe_cache, scale, kv_scale, sinks, "mla_decode")
-    out, lse = mla_decode_p.bind(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, options,
-                                 causal=bool(causal), **attrs)
+    batch, s_q, num_heads = (jnp.shape(q_nope) + (0, 0, 0))[:3]
+    capacity = (jnp.shape(block_tables) + (0, 0))[1] * (jnp.shape(ckv_cache) + (0, 0))[1]
+    plan, plan_attrs = _plan_operands(plan, batch, s_q * num_heads, capacity)
+    out, lse = mla_decode_p.bind(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, options, plan,
+                                 causal=bool(causal), **attrs, **plan_attrs)
     return (out, lse) if sinks is None else (_sinks.apply_sinks(out, lse, sinks), lse)
 
 

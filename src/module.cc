@@ -17,11 +17,13 @@ namespace nb = nanobind;
 extern "C" {
 XLA_FFI_Error* jaxpaged_paged_attention_cpu(XLA_FFI_CallFrame*);
 XLA_FFI_Error* jaxpaged_mla_decode_cpu(XLA_FFI_CallFrame*);
+XLA_FFI_Error* jaxpaged_mla_decode_plan_cpu(XLA_FFI_CallFrame*);
 XLA_FFI_Error* jaxpaged_mla_decode_sparse_cpu(XLA_FFI_CallFrame*);
 XLA_FFI_Error* jaxpaged_write_rows_cpu(XLA_FFI_CallFrame*);
 #ifdef JAXPAGED_WITH_GPU
 XLA_FFI_Error* jaxpaged_paged_attention_gpu(XLA_FFI_CallFrame*);
 XLA_FFI_Error* jaxpaged_mla_decode_gpu(XLA_FFI_CallFrame*);
+XLA_FFI_Error* jaxpaged_mla_decode_plan_gpu(XLA_FFI_CallFrame*);
 XLA_FFI_Error* jaxpaged_mla_decode_sparse_gpu(XLA_FFI_CallFrame*);
 XLA_FFI_Error* jaxpaged_write_rows_gpu(XLA_FFI_CallFrame*);
 #endif
@@ -102,6 +104,7 @@ NB_MODULE(_jaxpaged, m) {
     nb::dict cpu;
     cpu["jaxpaged_paged_attention"] = as_capsule(jaxpaged_paged_attention_cpu);
     cpu["jaxpaged_mla_decode"] = as_capsule(jaxpaged_mla_decode_cpu);
+    cpu["jaxpaged_mla_decode_plan"] = as_capsule(jaxpaged_mla_decode_plan_cpu);
     cpu["jaxpaged_mla_decode_sparse"] = as_capsule(jaxpaged_mla_decode_sparse_cpu);
     cpu["jaxpaged_write_rows"] = as_capsule(jaxpaged_write_rows_cpu);
     nb::dict out;
@@ -110,6 +113,7 @@ NB_MODULE(_jaxpaged, m) {
     nb::dict gpu;
     gpu["jaxpaged_paged_attention"] = as_capsule(jaxpaged_paged_attention_gpu);
     gpu["jaxpaged_mla_decode"] = as_capsule(jaxpaged_mla_decode_gpu);
+    gpu["jaxpaged_mla_decode_plan"] = as_capsule(jaxpaged_mla_decode_plan_gpu);
     gpu["jaxpaged_mla_decode_sparse"] = as_capsule(jaxpaged_mla_decode_sparse_gpu);
     gpu["jaxpaged_write_rows"] = as_capsule(jaxpaged_write_rows_gpu);
     out[JAXPAGED_GPU_PLATFORM] = gpu;
@@ -132,6 +136,8 @@ NB_MODULE(_jaxpaged, m) {
   m.def("mla_decode_workspace_bytes", &mla_decode_workspace, nb::arg("batch"), nb::arg("s_q"),
         nb::arg("num_heads"), nb::arg("max_pages"), nb::arg("page_size"), nb::arg("device"),
         nb::arg("q_dtype") = "bfloat16", nb::arg("ckv_dtype") = "", nb::arg("kpe_dtype") = "");
+  // Words of a plan (jaxpaged.mla_decode_plan) for a batch of `batch` sequences, any device.
+  m.def("mla_decode_plan_ints", &jaxpaged::mla_plan_ints, nb::arg("batch"));
   m.def("mla_decode_sparse_workspace_bytes", &mla_decode_sparse_workspace, nb::arg("batch"), nb::arg("s_q"),
         nb::arg("num_heads"), nb::arg("topk"), nb::arg("page_size"), nb::arg("device"),
         nb::arg("q_dtype") = "bfloat16", nb::arg("ckv_dtype") = "", nb::arg("kpe_dtype") = "");

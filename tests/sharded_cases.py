@@ -152,6 +152,14 @@ def mla_cases(mesh):
     check("mla combined cache, sequences on dp, heads on tp", op, ref,
           (q_nope, q_pe, cache, None, lens, table),
           [q_spec, q_spec, (None, None, None), None, ("dp",), ("dp", None)], ("dp", None, "tp"), mesh)
+    def with_plan(*a):  # the plan made for the whole batch; each device's call makes its own
+        plan = jaxpaged.mla_decode_plan(a[4], a[5], num_heads=heads, page_size=page, s_q=2)
+        return jaxpaged.mla_decode(*a, scale=0.05, causal=True, plan=plan)
+    # (the plan op reads kv_lens whole: B words all-gathered once per step)
+    check("mla combined cache with a plan, sequences on dp, heads on tp", with_plan, ref,
+          (q_nope, q_pe, cache, None, lens, table),
+          [q_spec, q_spec, (None, None, None), None, ("dp",), ("dp", None)], ("dp", None, "tp"), mesh,
+          no_collectives=False)
     check("mla combined cache, traced scale", lambda *a: jaxpaged.mla_decode(*a[:6], scale=a[6]),
           lambda *a: reference.mla_decode(*a[:6], scale=float(a[6])),
           (q_nope, q_pe, cache, None, lens, table, jnp.float32(0.07)),

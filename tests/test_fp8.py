@@ -146,7 +146,9 @@ def test_direct_ffi_call_rejects_a_split_fp8_rope():
     with jax.default_device(jax.devices("cpu")[0]):
         q_nope, q_pe = jnp.zeros((1, 1, 16, 512), bf16), jnp.zeros((1, 1, 16, 64), bf16)
         ckv, kpe = jnp.zeros((2, 16, 512), f8), jnp.zeros((2, 16, 64), f8)
-        lens, table, options = jnp.full((1,), 20, jnp.int32), jnp.zeros((1, 2), jnp.int32), jnp.zeros((0,), jnp.int32)
+        lens, table = jnp.full((1,), 20, jnp.int32), jnp.zeros((1, 2), jnp.int32)
+        options = jnp.zeros((0,), jnp.int32)  # (also the empty plan operand)
         with pytest.raises(Exception, match="split kpe_cache holds q's dtype"):
-            jax.block_until_ready(call(q_nope, q_pe, ckv, kpe, lens, table, options, scale=np.float32(0.1),
-                                       kv_scale=np.float32(1.0), causal=np.int32(0)))
+            jax.block_until_ready(call(q_nope, q_pe, ckv, kpe, lens, table, options, options, scale=np.float32(0.1),
+                                       kv_scale=np.float32(1.0), causal=np.int32(0), plan_rows=np.int32(0),
+                                       plan_capacity=np.int32(0)))

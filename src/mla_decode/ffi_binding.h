@@ -3,6 +3,7 @@
 
 #include "common/ffi_helpers.h"
 #include "mla_decode/params.h"
+#include "mla_decode/workspace.h"
 
 namespace jaxpaged {
 
@@ -17,11 +18,35 @@ inline auto mla_decode_binding() {
       .Arg<ffi::Buffer<ffi::S32>>()   // kv_lens
       .Arg<ffi::Buffer<ffi::S32>>()   // block_tables
       .Arg<ffi::Buffer<ffi::S32>>()   // options: traced options (params.h), or empty
+      .Arg<ffi::Buffer<ffi::S32>>()   // plan (jaxpaged.mla_decode_plan), or empty
       .Attr<float>("scale")
       .Attr<float>("kv_scale")
       .Attr<int32_t>("causal")
+      .Attr<int32_t>("plan_rows")      // the plan's query rows per sequence (s_q x Hq; 0: no plan)
+      .Attr<int32_t>("plan_capacity")  // its cache positions per sequence (max_pages x page_size)
       .Ret<ffi::AnyBuffer>()          // out
       .Ret<ffi::Buffer<ffi::F32>>();  // lse
+}
+
+// The plan to use for a decoded call, or null: one made for this call's batch (its size),
+// query rows and cache capacity. A call under sharding or vmap may be smaller than the one the
+// plan was made for; it then computes its own schedule (the same one it would have got).
+inline const int32_t* mla_plan_for(const MlaDecodeParams& p, ffi::Buffer<ffi::S32> plan, int32_t plan_rows,
+                                   int32_t plan_capacity) {
+  if (plan_rows <= 0 || int64_t(plan.element_count()) != mla_plan_ints(p.batch) ||
+      int64_t(plan_rows) != p.s_q * p.num_heads || int64_t(plan_capacity) != p.max_pages * p.page_size) {
+    return nullptr;
+  }
+  return plan.typed_data();
+}
+
+// The plan op (jaxpaged.mla_decode_plan): kv_lens and the shapes it depends on -> the schedule.
+inline auto mla_decode_plan_binding() {
+  return ffi::Ffi::Bind()
+      .Arg<ffi::Buffer<ffi::S32>>()   // kv_lens
+      .Attr<int32_t>("rows")          // query rows per sequence (s_q x Hq)
+      .Attr<int32_t>("capacity")      // cache positions per sequence (max_pages x page_size)
+      .Ret<ffi::Buffer<ffi::S32>>();  // plan [mla_plan_ints(batch)]
 }
 
 // What dense and sparse MLA decode share: queries, caches (every format), out, lse and options.

@@ -1,5 +1,6 @@
 // CPU handler for MLA decode: exact semantics in plain C++ with float32 accumulation.
 // Each cached token is converted to float once per batch row and shared by all query heads.
+#include <algorithm>
 #include <vector>
 
 #include "common/host_softmax.h"
@@ -40,7 +41,8 @@ void mla_decode_cpu(const MlaDecodeParams& p, Dtype dt, const MlaCacheFormat& fo
 ffi::Error mla_decode_cpu_impl(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, ffi::AnyBuffer ckv,
                                ffi::AnyBuffer kpe, ffi::Buffer<ffi::S32> kv_lens,
                                ffi::Buffer<ffi::S32> block_tables, ffi::Buffer<ffi::S32> options,
-                               float scale, float kv_scale, int32_t causal,
+                               ffi::Buffer<ffi::S32> /*plan: the CPU needs no schedule*/, float scale,
+                               float kv_scale, int32_t causal, int32_t /*plan_rows*/, int32_t /*plan_capacity*/,
                                ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::Buffer<ffi::F32>> lse) {
   MlaDecodeParams p;
   JP_RETURN_IF_ERROR(decode_mla_decode(q_nope, q_pe, ckv, kpe, kv_lens, block_tables, options, scale, kv_scale, causal,
@@ -56,8 +58,18 @@ ffi::Error mla_decode_cpu_impl(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, ffi::
   return ffi::Error::Success();
 }
 
+// The plan op on the CPU: zeros (the CPU handler computes without a schedule).
+ffi::Error mla_decode_plan_cpu_impl(ffi::Buffer<ffi::S32> kv_lens, int32_t /*rows*/, int32_t /*capacity*/,
+                                    ffi::Result<ffi::Buffer<ffi::S32>> plan) {
+  JP_RETURN_IF_ERROR(check_dim(int64_t(plan->element_count()), mla_plan_ints(int64_t(kv_lens.element_count())),
+                               "plan size"));
+  std::fill(plan->typed_data(), plan->typed_data() + plan->element_count(), 0);
+  return ffi::Error::Success();
+}
+
 }  // namespace
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(jaxpaged_mla_decode_cpu, mla_decode_cpu_impl, mla_decode_binding());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(jaxpaged_mla_decode_plan_cpu, mla_decode_plan_cpu_impl, mla_decode_plan_binding());
 
 }  // namespace jaxpaged

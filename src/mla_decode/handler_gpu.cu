@@ -70,14 +70,18 @@ ffi::Error launch_wgmma_for(const MlaDecodeParams& p, int row_blocks, int parts,
   return gather(std::false_type{});
 }
 
+// plan: a schedule the plan op made for this call (mla_plan_for), or null: make it here.
 template <typename T>
-ffi::Error launch_hopper(const MlaDecodeParams& p, const MlaWorkspace& w, float* ws, gpuStream_t stream) {
+ffi::Error launch_hopper(const MlaDecodeParams& p, const MlaWorkspace& w, float* ws, const int32_t* plan,
+                         gpuStream_t stream) {
   const int64_t rows_per_b = p.s_q * p.num_heads;
   const int64_t row_blocks = (rows_per_b + kMlaWgRows - 1) / kMlaWgRows;
-  const MlaSchedule sched = MlaSchedule::at(reinterpret_cast<int*>(ws), w.parts, p.batch);
+  // (the kernels only read a plan)
+  int* words = plan != nullptr ? const_cast<int*>(plan) : reinterpret_cast<int*>(ws);
+  const MlaSchedule sched = MlaSchedule::at(words, w.parts, p.batch);
   float* ws_out = ws + w.schedule_floats;
   float* ws_lse = ws_out + 2 * w.parts * rows_per_b * kMlaLatentDim;
-  JP_RETURN_IF_ERROR(launch_mla_schedule(p, w.parts, sched, stream));
+  if (plan == nullptr) JP_RETURN_IF_ERROR(launch_mla_schedule(p, w.parts, sched, 0, stream));
   JP_RETURN_IF_ERROR(launch_wgmma_for<T>(p, int(row_blocks), w.parts, sched, ws_out, ws_lse, stream));
   return launch_mla_merge<T>(p, w.parts, sched, ws_out, ws_lse, stream);
 }
@@ -86,20 +90,41 @@ ffi::Error launch_hopper(const MlaDecodeParams& p, const MlaWorkspace& w, float*
 ffi::Error mla_decode_gpu_impl(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, ffi::AnyBuffer ckv,
                                ffi::AnyBuffer kpe, ffi::Buffer<ffi::S32> kv_lens,
                                ffi::Buffer<ffi::S32> block_tables, ffi::Buffer<ffi::S32> options,
-                               float scale, float kv_scale, int32_t causal,
-                               ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::Buffer<ffi::F32>> lse,
-                               ffi::Result<ffi::Buffer<ffi::F32>> workspace, gpuStream_t stream) {
+                               ffi::Buffer<ffi::S32> plan, float scale, float kv_scale, int32_t causal,
+                               int32_t plan_rows, int32_t plan_capacity, ffi::Result<ffi::AnyBuffer> out,
+                               ffi::Result<ffi::Buffer<ffi::F32>> lse, ffi::Result<ffi::Buffer<ffi::F32>> workspace,
+                               gpuStream_t stream) {
   MlaDecodeParams p;
   JP_RETURN_IF_ERROR(decode_mla_decode(q_nope, q_pe, ckv, kpe, kv_lens, block_tables, options, scale, kv_scale, causal,
                                        out, lse, &p));
   return run_mla_decode_gpu(p, q_nope.element_type(), workspace->typed_data(), int64_t(workspace->element_count()),
-                            stream);
+                            stream, mla_plan_for(p, plan, plan_rows, plan_capacity));
+}
+
+// The plan op: the partition schedule the Hopper path would make for calls with these kv_lens,
+// query rows and capacity on this device (the words past it zeroed); one kernel per serving step
+// instead of one per layer. Made on any device (only a Hopper path reads it).
+ffi::Error mla_decode_plan_gpu_impl(ffi::Buffer<ffi::S32> kv_lens, int32_t rows, int32_t capacity,
+                                    ffi::Result<ffi::Buffer<ffi::S32>> plan,
+                                    ffi::Result<ffi::Buffer<ffi::F32>> /*workspace: none*/, gpuStream_t stream) {
+  MlaDecodeParams p{};
+  p.batch = int64_t(kv_lens.element_count());
+  JP_RETURN_IF_ERROR(check_dim(int64_t(plan->element_count()), mla_plan_ints(p.batch), "plan size"));
+  if (rows < 1 || capacity < 0) return ffi::Error::InvalidArgument("jaxpaged: mla_decode_plan needs rows >= 1, capacity >= 0");
+  p.s_q = 1;
+  p.num_heads = rows;
+  p.kv_lens = kv_lens.typed_data();
+  p.max_pages = capacity;  // (capacity = max_pages x page_size is all the schedule reads of them)
+  p.page_size = 1;
+  const int parts = mla_num_partitions(mla_device(current_device()).sms, (rows + kMlaWgRows - 1) / kMlaWgRows);
+  return launch_mla_schedule(p, parts, MlaSchedule::at(plan->typed_data(), parts, p.batch), plan->element_count(),
+                             stream);
 }
 
 }  // namespace
 
 ffi::Error run_mla_decode_gpu(const MlaDecodeParams& p, ffi::DataType dtype, float* ws, int64_t ws_floats,
-                              gpuStream_t stream) {
+                              gpuStream_t stream, const int32_t* plan) {
   if (p.batch * p.s_q * p.num_heads == 0) return ffi::Error::Success();
   const MlaWorkspace w = MlaWorkspace::of(p, mla_device(current_device()));
   if (ws_floats < w.floats) {
@@ -109,8 +134,9 @@ ffi::Error run_mla_decode_gpu(const MlaDecodeParams& p, ffi::DataType dtype, flo
   return with_gpu_dtype(dtype, "mla_decode", [&](auto t) -> ffi::Error {
     using T = decltype(t);
 #if defined(JAXPAGED_WITH_SM90)
-    if (w.hopper) return launch_hopper<T>(p, w, ws, stream);
+    if (w.hopper) return launch_hopper<T>(p, w, ws, plan, stream);
 #endif
+    (void)plan;  // (the other paths have no partition schedule)
     // (the formats the Hopper kernel does not read, and every format on other GPUs)
     if (use_portable_kernels() || mla_quantized(p)) return launch_mla_portable<T>(p, w, ws, stream);
 #if defined(JAXPAGED_VENDOR_HIP)
@@ -134,7 +160,7 @@ ffi::Error run_mla_sparse_gpu(const MlaDecodeParams& p, const int32_t* indices, 
   return with_gpu_dtype(dtype, "mla_decode_sparse", [&](auto t) -> ffi::Error {
     using T = decltype(t);
 #if defined(JAXPAGED_WITH_SM90)
-    if (w.hopper) return launch_hopper<T>(lists, w, ws, stream);
+    if (w.hopper) return launch_hopper<T>(lists, w, ws, nullptr, stream);
 #endif
     return launch_mla_sparse_portable<T>(p, indices, topk_lens, topk, stream);
   });
@@ -149,6 +175,11 @@ int64_t mla_decode_workspace_bytes(const MlaDecodeParams& shapes, int device) {
 XLA_FFI_DEFINE_HANDLER_SYMBOL(jaxpaged_mla_decode_gpu, mla_decode_gpu_impl,
                               mla_decode_binding()
                                   .Ret<ffi::Buffer<ffi::F32>>()  // workspace (workspace.h)
+                                  .Ctx<ffi::PlatformStream<gpuStream_t>>(),
+                              {ffi::Traits::kCmdBufferCompatible});
+XLA_FFI_DEFINE_HANDLER_SYMBOL(jaxpaged_mla_decode_plan_gpu, mla_decode_plan_gpu_impl,
+                              mla_decode_plan_binding()
+                                  .Ret<ffi::Buffer<ffi::F32>>()  // workspace (none: one word)
                                   .Ctx<ffi::PlatformStream<gpuStream_t>>(),
                               {ffi::Traits::kCmdBufferCompatible});
 

@@ -18,7 +18,9 @@ ffi::Error launch_mla_sm80(const MlaDecodeParams& p, const MlaWorkspace& w, floa
 
 // Hopper path, in three launches: the partition schedule (schedule.cu), the wgmma kernel
 // (sm90/launch.cuh; maps only read with kTma), the merge of cut sequences (schedule.cu).
-ffi::Error launch_mla_schedule(const MlaDecodeParams& p, int parts, const MlaSchedule& sched, gpuStream_t stream);
+// clear_ints > 0: first zero that many words from sched.header (the plan op's whole array).
+ffi::Error launch_mla_schedule(const MlaDecodeParams& p, int parts, const MlaSchedule& sched, int64_t clear_ints,
+                               gpuStream_t stream);
 template <typename T, bool kTma, bool kSparse, int kFmt>
 ffi::Error launch_mla_wgmma(const MlaDecodeParams& p, int row_blocks, int parts, const MlaSchedule& sched,
                             float* ws_out, float* ws_lse, const MlaTmaMaps& maps, gpuStream_t stream);
@@ -43,10 +45,11 @@ ffi::Error launch_mla_sparse_portable(const MlaDecodeParams& p, const int32_t* i
                                       int64_t topk, gpuStream_t stream);
 
 // What the GPU handler does once the call is decoded: lay out the workspace for the current device
-// (ws_floats words at ws), pick the path and instance for q's dtype, launch. handler_gpu.cu; also
-// the entry point of tools/sanitize_driver.cu, which runs the kernels without JAX.
+// (ws_floats words at ws), pick the path and instance for q's dtype, launch; plan: a schedule from
+// the plan op made for this call (mla_plan_for), or null. handler_gpu.cu; also the entry point of
+// tools/sanitize_driver.cu, which runs the kernels without JAX.
 ffi::Error run_mla_decode_gpu(const MlaDecodeParams& p, ffi::DataType dtype, float* ws, int64_t ws_floats,
-                              gpuStream_t stream);
+                              gpuStream_t stream, const int32_t* plan = nullptr);
 // The same for sparse MLA decode (p: the op's queries and caches; handler_gpu.cu): the Hopper
 // kernel over the index lists (mla_sparse_as_lists) where it reads the format, else the portable one.
 ffi::Error run_mla_sparse_gpu(const MlaDecodeParams& p, const int32_t* indices, const int32_t* topk_lens, int64_t topk,

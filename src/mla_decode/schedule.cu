@@ -12,15 +12,17 @@ namespace jaxpaged {
 constexpr int kMlaScheduleThreads = 256;
 
 // One block. Cost positions fit in int32: a sequence has at most 2^31 / 64 tiles by its int32 length.
+// clear_ints: words from s.header to zero first (the plan op's array past the schedule).
 __global__ void __launch_bounds__(kMlaScheduleThreads)
-    mla_schedule_kernel(const MlaDecodeParams p, int num_parts, MlaSchedule s) {
+    mla_schedule_kernel(const MlaDecodeParams p, int num_parts, MlaSchedule s, int64_t clear_ints) {
   const int tid = threadIdx.x;
+  for (int64_t i = tid; i < clear_ints; i += kMlaScheduleThreads) s.header[i] = 0;
   __shared__ int cost_min, cost_max;
   if (tid == 0) {
     cost_min = INT_MAX;
     cost_max = 0;
   }
-  __syncthreads();
+  __syncthreads();  // (also orders the clearing before the schedule's writes)
   int64_t mine = 0;
   int my_min = INT_MAX, my_max = 0;
   for (int64_t b = tid; b < p.batch; b += kMlaScheduleThreads) {
@@ -86,20 +88,22 @@ inline int mla_merge_split(int64_t batch, int parts) { return 4 * batch <= parts
 
 template <typename T, int Split>
 __global__ void __launch_bounds__(kMlaMergeThreads)
-    mla_merge_pieces_kernel(const MlaDecodeParams p, const MlaSchedule s, const float* __restrict__ ws_out,
-                            const float* __restrict__ ws_lse) {
+    mla_merge_pieces_kernel(const MlaDecodeParams p, int p_parts, const MlaSchedule s,
+                            const float* __restrict__ ws_out, const float* __restrict__ ws_lse) {
   const int64_t rows_per_b = p.s_q * p.num_heads;
   constexpr int kRows = mla_merge_rows(Split);
   const int64_t blocks_per_b = (rows_per_b + kRows - 1) / kRows;
   const int64_t b = blockIdx.x / blocks_per_b;
-  const int pieces = s.seq_pieces[b];
+  // (clamped to the partitions: a plan passed in is data the caller could have altered; a bad one
+  // gives wrong numbers, never an access out of bounds)
+  const int first = min(max(s.seq_first_part[b], 0), p_parts - 1);
+  const int pieces = min(s.seq_pieces[b], p_parts - first);
   if (pieces <= 1) return;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int row_in_block = warp / Split, share = warp % Split;
   const int64_t r = (blockIdx.x % blocks_per_b) * kRows + row_in_block;
   const bool live = r < rows_per_b;  // (no early return: the block meets at a barrier below)
   const int col = blockIdx.y * (kMlaLatentDim / kMlaMergeQuarters) + 4 * lane;
-  const int first = s.seq_first_part[b];
   // Each lane first holds the slots and weights of pieces lane, lane + 32, ...; the column loop
   // then takes them by shuffle, so its loads of partial outputs do not wait on schedule reads.
   constexpr int kPerLane = (kMlaMaxPartitions + 31) / 32;
@@ -174,19 +178,20 @@ __global__ void __launch_bounds__(kMlaMergeThreads)
 }
 
 
-ffi::Error launch_mla_schedule(const MlaDecodeParams& p, int parts, const MlaSchedule& sched, gpuStream_t stream) {
-  mla_schedule_kernel<<<1, kMlaScheduleThreads, 0, stream>>>(p, parts, sched);
+ffi::Error launch_mla_schedule(const MlaDecodeParams& p, int parts, const MlaSchedule& sched, int64_t clear_ints,
+                               gpuStream_t stream) {
+  mla_schedule_kernel<<<1, kMlaScheduleThreads, 0, stream>>>(p, parts, sched, clear_ints);
   return last_launch_error("mla_schedule_kernel");
 }
 
 namespace {
 template <typename T, int Split>
-ffi::Error launch_merge_split(const MlaDecodeParams& p, const MlaSchedule& sched, const float* ws_out,
+ffi::Error launch_merge_split(const MlaDecodeParams& p, int parts, const MlaSchedule& sched, const float* ws_out,
                               const float* ws_lse, gpuStream_t stream) {
   constexpr int rows = mla_merge_rows(Split);
   const int64_t rows_per_b = p.s_q * p.num_heads;
   const dim3 grid(unsigned(p.batch * ((rows_per_b + rows - 1) / rows)), kMlaMergeQuarters);
-  mla_merge_pieces_kernel<T, Split><<<grid, kMlaMergeThreads, 0, stream>>>(p, sched, ws_out, ws_lse);
+  mla_merge_pieces_kernel<T, Split><<<grid, kMlaMergeThreads, 0, stream>>>(p, parts, sched, ws_out, ws_lse);
   return last_launch_error("mla_merge_pieces_kernel");
 }
 }  // namespace
@@ -194,8 +199,8 @@ ffi::Error launch_merge_split(const MlaDecodeParams& p, const MlaSchedule& sched
 template <typename T>
 ffi::Error launch_mla_merge(const MlaDecodeParams& p, int parts, const MlaSchedule& sched, const float* ws_out,
                             const float* ws_lse, gpuStream_t stream) {
-  if (mla_merge_split(p.batch, parts) == 4) return launch_merge_split<T, 4>(p, sched, ws_out, ws_lse, stream);
-  return launch_merge_split<T, 1>(p, sched, ws_out, ws_lse, stream);
+  if (mla_merge_split(p.batch, parts) == 4) return launch_merge_split<T, 4>(p, parts, sched, ws_out, ws_lse, stream);
+  return launch_merge_split<T, 1>(p, parts, sched, ws_out, ws_lse, stream);
 }
 
 template ffi::Error launch_mla_merge<gpu_half>(const MlaDecodeParams&, int, const MlaSchedule&, const float*,

@@ -40,6 +40,13 @@ struct MlaSchedule {
   }
 };
 
+// A reusable schedule (jaxpaged.mla_decode_plan): the Hopper path's schedule words, made once per
+// serving step by the plan op and passed to each layer's call, which then launches no schedule
+// kernel. Sized for kMlaMaxPartitions so that its shape depends on the batch alone (not on the
+// device); laid out as MlaSchedule::at(plan, parts, batch) with the parts of the device and the
+// query rows it was made for (mla_plan_for in ffi_binding.h checks them).
+inline int64_t mla_plan_ints(int64_t batch) { return MlaSchedule::ints(kMlaMaxPartitions, batch); }
+
 // Partitions of a Hopper call: one thread block per SM, row_blocks blocks per partition.
 inline int mla_num_partitions(int sms, int64_t row_blocks) {
   const int64_t capped = sms < kMlaMaxPartitions ? sms : kMlaMaxPartitions;

@@ -70,7 +70,8 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
   // would otherwise be serialized).
   const int wg = gpu::shfl(tid / 128, 0);
   const int part = blockIdx.x / row_blocks, rb = blockIdx.x % row_blocks;
-  const int first_b = s.part_first[part], last_b = s.part_last[part];
+  // (clamped to the batch: a plan passed in is data the caller could have altered)
+  const int first_b = max(s.part_first[part], 0), last_b = min(s.part_last[part], int(p.batch) - 1);
   // 32-bit rows and token positions (kv_lens are int32) keep register pressure down.
   const int rows_per_b = int(p.s_q * p.num_heads);
   const int row0 = rb * kMlaWgRows;

@@ -132,9 +132,6 @@ __global__ void probe_hij(float* out, int producers) {
   }
 }
 
-// K: probe F's protocol with mbarriers (arrive; try_wait.parity) instead of named barriers: wg 0
-// publishes (full0), wg 1 reads and publishes (full1), wg 0 reads and says so (read0); the sums
-// meet on a fourth mbarrier that all 256 threads arrive on and wait for.
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
@@ -151,112 +148,23 @@ __device__ __forceinline__ void mb_wait(uint64_t* b, uint32_t parity) {
       "r"(parity)
       : "memory");
 }
-__global__ void __launch_bounds__(384, 1) probe_k(float* out) {
-  __shared__ float s_max[512], s_sum[512];
-  __shared__ __align__(8) uint64_t bars[4];  // full0, full1, read0 (128 arrivals); sums (256)
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < 4; ++i) mb_init(&bars[i], i == 3 ? 256 : 128);
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  __syncthreads();
-  const int wg = threadIdx.x / 128, tw = threadIdx.x % 128;
-  if (wg == 2) return;
-  float* mine = s_max + wg * 256 + 2 * tw;
-  const float* peer = s_max + (1 - wg) * 256 + 2 * tw;
-  uint32_t parity = 0, sum_parity = 0;  // the pair barriers' phase (all three move together)
-  float acc = 0.f;
-  for (int seq = 0; seq < 3; ++seq) {
-    float m = float(seq);
-    for (int pair = 0; pair < 4; ++pair) {
-      if (wg == 0) {
-        mine[0] = m + pair;
-        mine[1] = m - pair;
-        mb_arrive(&bars[0]);
-        mb_wait(&bars[1], parity);
-        acc += peer[0] + peer[1];
-        mb_arrive(&bars[2]);
-      } else {
-        mb_wait(&bars[0], parity);
-        const float m0 = peer[0] + peer[1];
-        mine[0] = m0;
-        mine[1] = -m0;
-        mb_arrive(&bars[1]);
-        mb_wait(&bars[2], parity);
-        acc += m0;
-      }
-      parity ^= 1;
-    }
-    s_sum[wg * 256 + 2 * tw] = acc;
-    mb_arrive(&bars[3]);
-    mb_wait(&bars[3], sum_parity);
-    sum_parity ^= 1;
-    acc += s_sum[(1 - wg) * 256 + 2 * tw];
-  }
-  out[threadIdx.x] = acc;
-}
-
-// L: probe K with one arrival per warp (lane 0 after __syncwarp; counts 4 and 8), the MLA
-// kernel's hand-offs since session 15 (its empty barriers have always been released this way).
-__global__ void __launch_bounds__(384, 1) probe_l(float* out) {
-  __shared__ float s_max[512], s_sum[512];
-  __shared__ __align__(8) uint64_t bars[4];  // full0, full1, read0 (4 warps); sums (8 warps)
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < 4; ++i) mb_init(&bars[i], i == 3 ? 8 : 4);
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  __syncthreads();
-  const int wg = threadIdx.x / 128, tw = threadIdx.x % 128, lane = threadIdx.x % 32;
-  if (wg == 2) return;
-  auto arrive = [&](uint64_t* b) {
-    __syncwarp();
-    if (lane == 0) mb_arrive(b);
-  };
-  float* mine = s_max + wg * 256 + 2 * tw;
-  const float* peer = s_max + (1 - wg) * 256 + 2 * tw;
-  uint32_t parity = 0, sum_parity = 0;
-  float acc = 0.f;
-  for (int seq = 0; seq < 3; ++seq) {
-    float m = float(seq);
-    for (int pair = 0; pair < 4; ++pair) {
-      if (wg == 0) {
-        mine[0] = m + pair;
-        mine[1] = m - pair;
-        arrive(&bars[0]);
-        mb_wait(&bars[1], parity);
-        acc += peer[0] + peer[1];
-        arrive(&bars[2]);
-      } else {
-        mb_wait(&bars[0], parity);
-        const float m0 = peer[0] + peer[1];
-        mine[0] = m0;
-        mine[1] = -m0;
-        arrive(&bars[1]);
-        mb_wait(&bars[2], parity);
-        acc += m0;
-      }
-      parity ^= 1;
-    }
-    s_sum[wg * 256 + 2 * tw] = acc;
-    arrive(&bars[3]);
-    mb_wait(&bars[3], sum_parity);
-    sum_parity ^= 1;
-    acc += s_sum[(1 - wg) * 256 + 2 * tw];
-  }
-  out[threadIdx.x] = acc;
-}
-
+// K: probe F's protocol with mbarriers (arrive; try_wait.parity) instead of named barriers: wg 0
+// publishes (full0), wg 1 reads and publishes (full1), wg 0 reads and says so (read0); the sums
+// meet on a fourth mbarrier, all 256 threads arriving (K: each thread, counts 128 / 256; L: one
+// arrival per warp, lane 0 after __syncwarp, counts 4 / 8, as the MLA kernel's empty barriers).
 // M, N, O: probe L with one more trait of the MLA kernel each, to find which one racecheck does
 // not follow there (session 15: the kernel on L's hand-offs still got hazards, L itself none).
 //   M (kVariant 1): warpgroup 2 stays, a producer filling a two-stage ring through full/empty
 //     mbarriers (the loader); the compute warpgroups read each stage and release it.
 //   N (kVariant 2): setmaxnreg as in the kernel (warpgroup 2 shrinks and leaves).
 //   O (kVariant 3): two bar.sync 1, 256 of the compute warpgroups at each sequence's start.
-template <int kVariant>
-__global__ void __launch_bounds__(384, 1) probe_mno(float* out) {
+// (kVariant 0: K or L itself)
+template <int kVariant, bool kPerWarp = true>
+__global__ void __launch_bounds__(384, 1) probe_klmno(float* out) {
   __shared__ float s_max[512], s_sum[512], s_ring[2][256];
   __shared__ __align__(8) uint64_t bars[8];  // as L; then full[2] (1 arrival), empty[2] (8 warps)
   if (threadIdx.x == 0) {
-    for (int i = 0; i < 4; ++i) mb_init(&bars[i], i == 3 ? 8 : 4);
+    for (int i = 0; i < 4; ++i) mb_init(&bars[i], (i == 3 ? 8 : 4) * (kPerWarp ? 1 : 32));
     for (int i = 4; i < 6; ++i) mb_init(&bars[i], 4);  // full: the producer's 4 warps
     for (int i = 6; i < 8; ++i) mb_init(&bars[i], 8);  // empty: the consumers' 8 warps
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -264,8 +172,12 @@ __global__ void __launch_bounds__(384, 1) probe_mno(float* out) {
   __syncthreads();
   const int wg = threadIdx.x / 128, tw = threadIdx.x % 128, lane = threadIdx.x % 32;
   auto arrive = [&](uint64_t* b) {
-    __syncwarp();
-    if (lane == 0) mb_arrive(b);
+    if constexpr (kPerWarp) {
+      __syncwarp();
+      if (lane == 0) mb_arrive(b);
+    } else {
+      mb_arrive(b);
+    }
   };
   constexpr int kSeqs = 3, kPairs = 4;
   if (wg == 2) {
@@ -354,11 +266,11 @@ int main(int argc, char** argv) {
       case 7: probe_hij<<<1, 96>>>(reinterpret_cast<float*>(out), 32); break;
       case 8: probe_hij<<<1, 384>>>(reinterpret_cast<float*>(out), 128); break;
       case 9: probe_hij<<<1, 256>>>(reinterpret_cast<float*>(out), 128); break;
-      case 10: probe_k<<<1, 384>>>(reinterpret_cast<float*>(out)); break;
-      case 11: probe_l<<<1, 384>>>(reinterpret_cast<float*>(out)); break;
-      case 12: probe_mno<1><<<1, 384>>>(reinterpret_cast<float*>(out)); break;
-      case 13: probe_mno<2><<<1, 384>>>(reinterpret_cast<float*>(out)); break;
-      case 14: probe_mno<3><<<1, 384>>>(reinterpret_cast<float*>(out)); break;
+      case 10: probe_klmno<0, false><<<1, 384>>>(reinterpret_cast<float*>(out)); break;
+      case 11: probe_klmno<0><<<1, 384>>>(reinterpret_cast<float*>(out)); break;
+      case 12: probe_klmno<1><<<1, 384>>>(reinterpret_cast<float*>(out)); break;
+      case 13: probe_klmno<2><<<1, 384>>>(reinterpret_cast<float*>(out)); break;
+      case 14: probe_klmno<3><<<1, 384>>>(reinterpret_cast<float*>(out)); break;
     }
     const cudaError_t e = cudaDeviceSynchronize();
     std::printf("probe %s: %s\n", names[k], cudaGetErrorString(e));

@@ -242,6 +242,28 @@ void run_mla(const MlaCase& c) {
   const int64_t ws_floats = jaxpaged::mla_decode_workspace_bytes(p, -1) / 4;  // -1: the most any visible GPU needs
   Device<float> ws{static_cast<size_t>(ws_floats)};
   report("mla " + c.name, jaxpaged::run_mla_decode_gpu(p, DataType::BF16, ws.ptr, ws_floats, nullptr));
+  {
+    // The same call with a plan (jaxpaged.mla_decode_plan): the same bytes out. Then with a plan of
+    // junk words (a plan is caller data): any numbers, but no access out of bounds.
+    const size_t out_bytes = rows * 512 * sizeof(__nv_bfloat16);
+    std::vector<unsigned char> first(out_bytes), again(out_bytes);
+    cudaMemcpy(first.data(), out.ptr, out_bytes, cudaMemcpyDeviceToHost);
+    Device<int32_t> plan{static_cast<size_t>(jaxpaged::mla_plan_ints(B))};
+    report("mla plan " + c.name, jaxpaged::run_mla_plan_gpu(d_lens.ptr, B, int64_t(c.s_q) * c.heads,
+                                                            int64_t(width) * c.page, plan.ptr, nullptr));
+    report("mla with plan " + c.name, jaxpaged::run_mla_decode_gpu(p, DataType::BF16, ws.ptr, ws_floats, nullptr,
+                                                                   plan.ptr));
+    cudaMemcpy(again.data(), out.ptr, out_bytes, cudaMemcpyDeviceToHost);
+    if (first != again) {
+      std::printf("%-72s FAILED output differs from the call without the plan\n", ("mla with plan " + c.name).c_str());
+      ++failures;
+    }
+    std::vector<int32_t> junk(static_cast<size_t>(jaxpaged::mla_plan_ints(B)));
+    for (auto& v : junk) v = rand_int(0, 9) < 2 ? -rand_int(1, 1 << 20) : rand_int(0, 300);
+    Device<int32_t> junk_plan(junk);
+    report("mla with a junk plan " + c.name,
+           jaxpaged::run_mla_decode_gpu(p, DataType::BF16, ws.ptr, ws_floats, nullptr, junk_plan.ptr));
+  }
   if (c.sparse_topk > 0) {
     // Index lists mixing pool slots (duplicates likely), -1, the pool's end and the int32 extremes;
     // topk_lens negative, within and past topk.

@@ -101,24 +101,12 @@ ffi::Error mla_decode_gpu_impl(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, ffi::
                             stream, mla_plan_for(p, plan, plan_rows, plan_capacity));
 }
 
-// The plan op: the partition schedule the Hopper path would make for calls with these kv_lens,
-// query rows and capacity on this device (the words past it zeroed); one kernel per serving step
-// instead of one per layer. Made on any device (only a Hopper path reads it).
 ffi::Error mla_decode_plan_gpu_impl(ffi::Buffer<ffi::S32> kv_lens, int32_t rows, int32_t capacity,
                                     ffi::Result<ffi::Buffer<ffi::S32>> plan,
                                     ffi::Result<ffi::Buffer<ffi::F32>> /*workspace: none*/, gpuStream_t stream) {
-  MlaDecodeParams p{};
-  p.batch = int64_t(kv_lens.element_count());
-  JP_RETURN_IF_ERROR(check_dim(int64_t(plan->element_count()), mla_plan_ints(p.batch), "plan size"));
-  if (rows < 1 || capacity < 0) return ffi::Error::InvalidArgument("jaxpaged: mla_decode_plan needs rows >= 1, capacity >= 0");
-  p.s_q = 1;
-  p.num_heads = rows;
-  p.kv_lens = kv_lens.typed_data();
-  p.max_pages = capacity;  // (capacity = max_pages x page_size is all the schedule reads of them)
-  p.page_size = 1;
-  const int parts = mla_num_partitions(mla_device(current_device()).sms, (rows + kMlaWgRows - 1) / kMlaWgRows);
-  return launch_mla_schedule(p, parts, MlaSchedule::at(plan->typed_data(), parts, p.batch), plan->element_count(),
-                             stream);
+  const int64_t batch = int64_t(kv_lens.element_count());
+  JP_RETURN_IF_ERROR(check_dim(int64_t(plan->element_count()), mla_plan_ints(batch), "plan size"));
+  return run_mla_plan_gpu(kv_lens.typed_data(), batch, rows, capacity, plan->typed_data(), stream);
 }
 
 }  // namespace
@@ -164,6 +152,20 @@ ffi::Error run_mla_sparse_gpu(const MlaDecodeParams& p, const int32_t* indices, 
 #endif
     return launch_mla_sparse_portable<T>(p, indices, topk_lens, topk, stream);
   });
+}
+
+ffi::Error run_mla_plan_gpu(const int32_t* kv_lens, int64_t batch, int64_t rows, int64_t capacity, int32_t* plan,
+                            gpuStream_t stream) {
+  if (rows < 1 || capacity < 0) return ffi::Error::InvalidArgument("jaxpaged: mla_decode_plan needs rows >= 1, capacity >= 0");
+  MlaDecodeParams p{};
+  p.batch = batch;
+  p.s_q = 1;
+  p.num_heads = rows;
+  p.kv_lens = kv_lens;
+  p.max_pages = capacity;  // (capacity = max_pages x page_size is all the schedule reads of them)
+  p.page_size = 1;
+  const int parts = mla_num_partitions(mla_device(current_device()).sms, (rows + kMlaWgRows - 1) / kMlaWgRows);
+  return launch_mla_schedule(p, parts, MlaSchedule::at(plan, parts, batch), mla_plan_ints(batch), stream);
 }
 
 int64_t mla_decode_workspace_bytes(const MlaDecodeParams& shapes, int device) {

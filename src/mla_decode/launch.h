@@ -50,6 +50,12 @@ ffi::Error launch_mla_sparse_portable(const MlaDecodeParams& p, const int32_t* i
 // tools/sanitize_driver.cu, which runs the kernels without JAX.
 ffi::Error run_mla_decode_gpu(const MlaDecodeParams& p, ffi::DataType dtype, float* ws, int64_t ws_floats,
                               gpuStream_t stream, const int32_t* plan = nullptr);
+// The plan op (jaxpaged.mla_decode_plan): the partition schedule the Hopper path would make on the
+// current device for calls with these kv_lens (device memory), query rows (s_q x Hq) and capacity
+// (max_pages x page_size), into plan [mla_plan_ints(batch)] (the words past it zeroed); one kernel
+// per serving step instead of one per layer. handler_gpu.cu.
+ffi::Error run_mla_plan_gpu(const int32_t* kv_lens, int64_t batch, int64_t rows, int64_t capacity, int32_t* plan,
+                            gpuStream_t stream);
 // The same for sparse MLA decode (p: the op's queries and caches; handler_gpu.cu): the Hopper
 // kernel over the index lists (mla_sparse_as_lists) where it reads the format, else the portable one.
 ffi::Error run_mla_sparse_gpu(const MlaDecodeParams& p, const int32_t* indices, const int32_t* topk_lens, int64_t topk,

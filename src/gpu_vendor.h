@@ -1,8 +1,8 @@
 // CUDA and HIP spellings in one place (in the manner of jaxlib's gpu vendor.h), so handlers and
 // kernels are written once for both: the types of the 16-bit floats, the runtime calls the
-// launchers make, and the warp intrinsics the kernels use. Only CUDA is built and tested today;
-// the HIP side names what a ROCm build needs (kernels that use inline PTX - mma.sync, wgmma,
-// cp.async, TMA - are CUDA-only and need their own HIP counterparts).
+// launchers make, and the warp intrinsics the kernels use. CUDA builds run and are tested on
+// GPUs; the ROCm build (the portable kernels) is compiled in CI and has not run on AMD hardware
+// (kernels that use inline PTX - mma.sync, wgmma, cp.async, TMA - are CUDA-only).
 #pragma once
 
 #include <cstdint>
@@ -75,6 +75,9 @@ inline Error sm_count(int* count, int device) { return JP_GPU_RT(DeviceGetAttrib
 inline Error compute_capability_major(int* major, int device) {
   return JP_GPU_RT(DeviceGetAttribute)(major, kAttrCcMajor, device);
 }
+inline Error memset_async(void* dst, int value, size_t bytes, gpuStream_t stream) {
+  return JP_GPU_RT(MemsetAsync)(dst, value, bytes, stream);
+}
 // Dynamic shared memory above 48 KiB must be opted into per kernel.
 template <typename Kernel>
 Error allow_dynamic_smem(Kernel kernel, int bytes) {
@@ -96,8 +99,9 @@ Error kernel_binary_version(int* version, Kernel kernel) {
 #undef JP_GPU_RT
 
 // ---------------------------------------------------------------- warp intrinsics (device)
-// The kernels assume 32-lane warps (NVIDIA; AMD's RDNA in wave32 mode). A wave-64 (CDNA) port
-// passes width 32 here, or gets kernels of its own.
+// The kernels assume 32-lane warps (NVIDIA; AMD's RDNA in wave32 mode). On a wave-64 (CDNA) GPU
+// each wavefront holds two such warps: the shuffles below pass width 32 and the ballot takes the
+// caller's half, so every intrinsic here stays inside the caller's 32 lanes.
 #if defined(__CUDACC__) || defined(__HIPCC__)
 constexpr unsigned kFullMask = 0xffffffffu;
 #if defined(JAXPAGED_VENDOR_HIP)
@@ -107,10 +111,19 @@ template <typename V>
 __device__ __forceinline__ V shfl_up(V v, int delta) { return __shfl_up(v, delta, 32); }
 template <typename V>
 __device__ __forceinline__ V shfl(V v, int src) { return __shfl(v, src, 32); }
-__device__ __forceinline__ bool any(bool pred) { return __any(pred); }
-// Bit i: lane i's predicate (lanes 0-31; a wave-64 port takes the half its 32-lane groups use).
-__device__ __forceinline__ uint32_t ballot(bool pred) { return uint32_t(__ballot(pred)); }
-__device__ __forceinline__ void syncwarp() {}
+// Bit i: lane i's predicate within the caller's 32-lane group. A wave-64 (CDNA) ballot covers the
+// whole wavefront: lanes 32-63 take its upper word, so each 32-lane group sees its own lanes only.
+__device__ __forceinline__ uint32_t ballot(bool pred) {
+  return uint32_t(static_cast<unsigned long long>(__ballot(pred)) >> (__lane_id() & 32));
+}
+__device__ __forceinline__ bool any(bool pred) { return ballot(pred) != 0u; }  // (within the 32 lanes)
+// A wavefront runs in lock step; the fences keep the compiler from moving shared-memory accesses
+// across the call (what __syncwarp's memory ordering gives on NVIDIA).
+__device__ __forceinline__ void syncwarp() {
+  __builtin_amdgcn_fence(__ATOMIC_RELEASE, "wavefront");
+  __builtin_amdgcn_wave_barrier();
+  __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "wavefront");
+}
 #else
 template <typename V>
 __device__ __forceinline__ V shfl_xor(V v, int mask) { return __shfl_xor_sync(kFullMask, v, mask); }

@@ -157,15 +157,27 @@ ffi::Error run_mla_sparse_gpu(const MlaDecodeParams& p, const int32_t* indices, 
 ffi::Error run_mla_plan_gpu(const int32_t* kv_lens, int64_t batch, int64_t rows, int64_t capacity, int32_t* plan,
                             gpuStream_t stream) {
   if (rows < 1 || capacity < 0) return ffi::Error::InvalidArgument("jaxpaged: mla_decode_plan needs rows >= 1, capacity >= 0");
-  MlaDecodeParams p{};
-  p.batch = batch;
-  p.s_q = 1;
-  p.num_heads = rows;
-  p.kv_lens = kv_lens;
-  p.max_pages = capacity;  // (capacity = max_pages x page_size is all the schedule reads of them)
-  p.page_size = 1;
-  const int parts = mla_num_partitions(mla_device(current_device()).sms, (rows + kMlaWgRows - 1) / kMlaWgRows);
-  return launch_mla_schedule(p, parts, MlaSchedule::at(plan, parts, batch), mla_plan_ints(batch), stream);
+#if defined(JAXPAGED_WITH_SM90)
+  const MlaDevice dev = mla_device(current_device());
+  if (dev.hopper) {
+    MlaDecodeParams p{};
+    p.batch = batch;
+    p.s_q = 1;
+    p.num_heads = rows;
+    p.kv_lens = kv_lens;
+    p.max_pages = capacity;  // (capacity = max_pages x page_size is all the schedule reads of them)
+    p.page_size = 1;
+    const int parts = mla_num_partitions(dev.sms, (rows + kMlaWgRows - 1) / kMlaWgRows);
+    return launch_mla_schedule(p, parts, MlaSchedule::at(plan, parts, batch), mla_plan_ints(batch), stream);
+  }
+#else
+  (void)kv_lens;
+#endif
+  // Off the Hopper path no kernel reads a plan: zeros, as the CPU's.
+  const gpu::Error err = gpu::memset_async(plan, 0, size_t(mla_plan_ints(batch)) * sizeof(int32_t), stream);
+  if (err == gpu::kSuccess) return ffi::Error::Success();
+  return ffi::Error::Internal(std::string("jaxpaged: clearing mla_decode_plan's output failed: ") +
+                              gpu::error_string(err));
 }
 
 int64_t mla_decode_workspace_bytes(const MlaDecodeParams& shapes, int device) {

@@ -183,9 +183,14 @@ def run_config(cfg, rng, copy_GBps, ours_only=False):
         opts = dict(soft_cap=cfg.soft_cap, sliding_window=cfg.window)
         if cfg.kv_dtype:
             opts.update(k_scale=FP8_SCALES[0], v_scale=FP8_SCALES[1])
-        ours_q = lambda q, *ops: jaxpaged.paged_attention(q, *ops, **opts)  # noqa: E731
+        ours_q = lambda q, *ops, plan=None: jaxpaged.paged_attention(q, *ops, **opts, plan=plan)  # noqa: E731
         ref = jax.jit(functools.partial(reference.paged_attention, **opts))
         peer_fns = {"pallas": lambda: peers.pallas_paged(cfg, args), "fa3": lambda: peers.fa3_paged(cfg, args)}
+        # The tile list made once per step for all layers: ops are (k, v, kv_lens, block_tables, cu_q_lens).
+        num_tokens = args[0].shape[0]
+        per_step = lambda *ops: dict(plan=jaxpaged.paged_attention_plan(  # noqa: E731
+            ops[2], ops[3], ops[4], num_q_heads=cfg.hq, num_kv_heads=cfg.hkv, page_size=cfg.page,
+            num_tokens=None if ops[4] is None else num_tokens))
     elif cfg.topk:
         args, kv_bytes, flops = mla_inputs(cfg, rng)
         opts = dict(scale=1.0 / math.sqrt(192.0))
@@ -251,7 +256,7 @@ def render_table(records, device, date, jax_version) -> str:
     lines = [f"Measured {date} on {device}, jax {jax_version}, one run of `bench/bench.py`; copy "
              f"bandwidth {records[0]['copy_GBps']:.0f} GB/s (read+write). Per call: steady-state ms "
              "(medians; see device_ms). Per layer: us per layer of a 32-layer step (one jit of 32 calls; "
-             "dense MLA: ours with its schedule made once per step, `mla_decode_plan`; FlashMLA: one CUDA "
+             "ours with the schedule made once per step, `paged_attention_plan` / `mla_decode_plan` (dense MLA); FlashMLA: one CUDA "
              "graph of 32 calls, its metadata made once). A peer's ratio > 1 means it is slower than ours.", "",
              "| config | ours ms | % copy BW | TFLOP/s | ours us/layer | peer | peer ms | peer us/layer | "
              "peer/ours (call) | peer/ours (layer) | rel err (ours, peer) |",

@@ -29,6 +29,8 @@ mla_decode_workspace_bytes = _jaxpaged.mla_decode_workspace_bytes
 mla_decode_sparse_workspace_bytes = _jaxpaged.mla_decode_sparse_workspace_bytes
 # int32 words of an MLA decode plan for a batch (any device: src/mla_decode/workspace.h).
 mla_decode_plan_ints = _jaxpaged.mla_decode_plan_ints
+# int32 words of a paged-attention plan (the tile list: src/paged_attention/workspace.h).
+paged_attention_plan_ints = _jaxpaged.paged_attention_plan_ints
 
 
 def _register_all() -> None:

@@ -10,6 +10,7 @@ import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxpaged import _checks, _extension, _fp8, _sinks, _spec
 
@@ -32,14 +33,17 @@ OPTION_WORDS = 5  # traced options: scale, soft_cap (float32 bits), sliding_wind
 class _PagedAttention(_spec.OpSpec):
     """Operands: q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens (empty for pure decode,
     whose row t is sequence t), options (int32 [5] when any option is traced, read by the kernels from the
-    device; else [0]). Params: scale, soft_cap (0: none), sliding_window (0: none), k_scale,
-    v_scale (fp8 caches) - ignored when options has words -, kv_layout (0: NHD, 1: HND),
-    decode_only. Results: out, lse."""
+    device; else [0]), plan (a tile list from paged_attention_plan, else int32 [0]). Params: scale,
+    soft_cap (0: none), sliding_window (0: none), k_scale, v_scale (fp8 caches) - ignored when
+    options has words -, kv_layout (0: NHD, 1: HND), decode_only, plan_tokens / plan_group /
+    plan_capacity (what the plan was made for; plan_group 0 without one: the GPU handler uses a plan
+    only for a call of that shape). Results: out, lse."""
 
     name = "paged_attention"
 
-    def abstract_eval(self, q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens, options, *, scale,
-                      soft_cap, sliding_window, k_scale, v_scale, kv_layout, decode_only):
+    def abstract_eval(self, q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens, options, plan, *, scale,
+                      soft_cap, sliding_window, k_scale, v_scale, kv_layout, decode_only, plan_tokens,
+                      plan_group, plan_capacity):
         layout = "[num_pages, page_size, Hkv, D]" if kv_layout == 0 else "[num_pages, Hkv, page_size, D]"
         _checks.check_rank("q", q, 3, "[T, Hq, D]")
         _checks.check_float("q", q)
@@ -71,6 +75,9 @@ class _PagedAttention(_spec.OpSpec):
         _checks.check_int32("cu_q_lens", cu_q_lens, (0,) if decode_only else (num_seqs + 1,),
                             "[0] (pure decode)" if decode_only else "[S + 1]")
         _checks.check_options(options, OPTION_WORDS)
+        if plan.dtype != np.int32 or plan.ndim != 1:
+            raise ValueError(f"plan must be an int32 vector (jaxpaged.paged_attention_plan); got "
+                             f"{plan.dtype} {plan.shape}")
         if decode_only and num_tokens != num_seqs:
             raise ValueError(f"q: without cu_q_lens (pure decode) q must have one row per sequence: "
                              f"T ({num_tokens}) must equal len(kv_lens) ({num_seqs})")
@@ -93,11 +100,14 @@ class _PagedAttention(_spec.OpSpec):
         empty sequence (kv_len 0) that owns its padding rows, so they stay padding. Options that
         differ per instance (traced options with a mapped axis) make one call per instance.
         """
-        if dims[-1] is not None:
+        # (a plan is for one instance's call: the folded call lists its own tiles, the same ones)
+        args, dims = (*args[:-1], _no_plan()), (*dims[:-1], None)
+        params = dict(params, plan_tokens=0, plan_group=0, plan_capacity=0)
+        if dims[-2] is not None:
             return _spec.map_instances(self.primitive, args, dims, decode_only=decode_only,
                                        kv_layout=kv_layout, **params)
-        options = args[-1]
-        _, (q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens) = _spec.batched_at_front(args[:-1], dims[:-1])
+        options, plan = args[-2:]
+        _, (q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens) = _spec.batched_at_front(args[:-2], dims[:-2])
         n, num_tokens = q.shape[:2]
         num_seqs = kv_lens.shape[1]
         (k_cache, v_cache), block_tables = _spec.stack_caches(
@@ -112,13 +122,15 @@ class _PagedAttention(_spec.OpSpec):
             cu_q_lens = _no_cu_q_lens()
         out, lse = self.primitive.bind(
             q.reshape((n * num_tokens,) + q.shape[2:]), k_cache, v_cache, kv_lens.reshape(-1),
-            block_tables.reshape(n * num_seqs, -1), cu_q_lens, options, decode_only=decode_only,
+            block_tables.reshape(n * num_seqs, -1), cu_q_lens, options, plan, decode_only=decode_only,
             kv_layout=kv_layout, **params)
         return (out.reshape((n, num_tokens) + out.shape[1:]), lse.reshape((n, num_tokens, -1))), (0, 0)
 
     def sharding_rule(self, avals_in, params):
         """Factors: t tokens (= sequences b in pure decode), k KV heads, g heads per KV head. Heads
-        split in whole GQA groups with the caches' KV-head axis; pure decode also splits sequences."""
+        split in whole GQA groups with the caches' KV-head axis; pure decode also splits sequences.
+        A plan stays whole: a device's call with a share of the KV heads has the plan's rows,
+        sequences and group (it reads the plan); one with a share of the sequences lists its own."""
         q, k_cache = avals_in[0], avals_in[1]
         nhd = params["kv_layout"] == 0
         num_kv_heads = k_cache.shape[2] if nhd else k_cache.shape[1]
@@ -126,8 +138,8 @@ class _PagedAttention(_spec.OpSpec):
         decode = params["decode_only"]
         b = "t" if decode else "b"
         cache = "p s k d" if nhd else "p k s d"
-        rule = f"t (k g) d, {cache}, {cache}, {b}, {b} m, c, o -> t (k g) d, t (k g)"
-        whole = ["g", "p", "s", "d", "m", "c", "o"] + ([] if decode else ["t", "b"])
+        rule = f"t (k g) d, {cache}, {cache}, {b}, {b} m, c, o, z -> t (k g) d, t (k g)"
+        whole = ["g", "p", "s", "d", "m", "c", "o", "z"] + ([] if decode else ["t", "b"])
         kv_dim = 2 if nhd else 1
         num_seqs = avals_in[3].shape[0]
 
@@ -139,7 +151,7 @@ class _PagedAttention(_spec.OpSpec):
             if seqs is not None and (seqs == heads or not fits(seqs, num_seqs)):
                 seqs = None
             cache_spec = (None, None, heads, None) if nhd else (None, heads, None, None)
-            ins = [(seqs, heads, None), cache_spec, cache_spec, (seqs,), (seqs, None), (None,), (None,)]
+            ins = [(seqs, heads, None), cache_spec, cache_spec, (seqs,), (seqs, None), (None,), (None,), (None,)]
             return ins, [(seqs, heads, None), (seqs, heads)]
         return rule, {"g": group}, whole, plan
 
@@ -150,12 +162,158 @@ def _no_cu_q_lens():
     return jnp.zeros(_checks.EMPTY_OPERAND, jnp.int32)
 
 
+def _no_plan():
+    return jnp.zeros(_checks.EMPTY_OPERAND, jnp.int32)
+
+
 paged_attention_p = _spec.define(_PagedAttention())
+
+
+@jax.tree_util.register_pytree_node_class
+class PagedAttentionPlan:
+    """A reusable tile list for the paged_attention calls of one serving step (from
+    paged_attention_plan): `tiles` is an int32 device array (opaque: its layout is the GPU kernels'),
+    the other fields the shapes it was made for. A pytree, so it passes through jit, scan and vmap
+    like an array."""
+
+    def __init__(self, tiles, num_tokens: int, num_seqs: int, group: int, capacity: int, decode_only: bool):
+        self.tiles = tiles
+        self.num_tokens, self.num_seqs, self.group = num_tokens, num_seqs, group
+        self.capacity, self.decode_only = capacity, decode_only
+
+    def tree_flatten(self):
+        return (self.tiles,), (self.num_tokens, self.num_seqs, self.group, self.capacity, self.decode_only)
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(children[0], *aux)
+
+    def _shape(self):
+        return (self.num_tokens, self.num_seqs, self.group, self.capacity, self.decode_only)
+
+    def __repr__(self):
+        return (f"PagedAttentionPlan(num_tokens={self.num_tokens}, num_seqs={self.num_seqs}, group={self.group}, "
+                f"capacity={self.capacity}, decode_only={self.decode_only})")
+
+
+class _PagedAttentionPlan(_spec.OpSpec):
+    """Operands: kv_lens, cu_q_lens (empty for pure decode). Params: num_tokens, group (query heads
+    per KV head), capacity (max_pages x page_size), decode_only. Result: the tile list, int32
+    [paged_attention_plan_ints(T, group, S)] (zeros on the CPU, which needs none)."""
+
+    name = "paged_attention_plan"
+    gpu_dtypes = (np.dtype(np.int32),)
+
+    def abstract_eval(self, kv_lens, cu_q_lens, *, num_tokens, group, capacity, decode_only):
+        if kv_lens.ndim != 1:
+            raise ValueError(f"kv_lens must have shape [S]; got {kv_lens.shape}")
+        num_seqs = kv_lens.shape[0]
+        _checks.check_int32("kv_lens", kv_lens, (num_seqs,), "[S]")
+        _checks.check_int32("cu_q_lens", cu_q_lens, (0,) if decode_only else (num_seqs + 1,),
+                            "[0] (pure decode)" if decode_only else "[S + 1]")
+        words = _extension.paged_attention_plan_ints(num_tokens=num_tokens, group=group, num_seqs=num_seqs)
+        return (jax.core.ShapedArray((words,), jnp.int32),)
+
+    def workspace_bytes(self, avals_in, params, device):
+        return 0
+
+    def batch(self, args, dims, **params):
+        return _spec.map_instances(self.primitive, args, dims, **params)
+
+    def sharding_rule(self, avals_in, params):
+        """Computed whole on every device (one block's work from kv_lens and cu_q_lens)."""
+        return "s, c -> z", {}, ["s", "c", "z"], lambda spec_of, fits: ([(None,), (None,)], [(None,)])
+
+
+paged_attention_plan_p = _spec.define(_PagedAttentionPlan())
+
+
+def _normalized_cu_q_lens(cu_q_lens, num_tokens: int):
+    """The one rule for cu_q_lens (jaxpaged.reference states it too): clamped to [0, T], then made
+    non-decreasing; a decreasing entry gives an empty sequence."""
+    cu_q_lens = _checks.index_array("cu_q_lens", cu_q_lens)
+    if cu_q_lens.ndim == 1 and cu_q_lens.shape[0] > 0:
+        cu_q_lens = jax.lax.cummax(jnp.clip(cu_q_lens, 0, num_tokens))
+    return cu_q_lens
+
+
+def _positive_int(name: str, value) -> int:
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be a positive Python int; got {value!r}")
+    return int(value)
+
+
+def paged_attention_plan(kv_lens, block_tables, cu_q_lens=None, *, num_q_heads: int, num_kv_heads: int,
+                         page_size: int, num_tokens: int | None = None) -> PagedAttentionPlan:
+    """The tile list of paged_attention calls over these sequences, made once per serving step and
+    passed to every layer's call (`paged_attention(..., plan=plan)`), which then skips listing its
+    own: one small kernel per step instead of one per layer on the tensor-core path (elsewhere a
+    plan is accepted and unused). Results are identical with and without it.
+
+    Args:
+      kv_lens: int32 [S], as the calls will get them (they order the work, longest first).
+      block_tables: int32 [S, max_pages] (only its shape is read).
+      cu_q_lens: int32 [S + 1] as the calls will get them, or None for pure decode. Which tiles
+        exist depends on these values: a plan made from other cu_q_lens leaves rows unwritten
+        (never an access out of bounds).
+      num_q_heads, num_kv_heads, page_size: the calls' Hq, Hkv and cache page size.
+      num_tokens: the calls' query rows T (q.shape[0]); required with cu_q_lens (pure decode: S).
+
+    A plan fits calls with the same T, S, Hq / Hkv, max_pages x page_size and cu_q_lens-or-not (else
+    a ValueError); jit-, scan- and vmap-safe. Under vmap, or a sharded call with a share of the
+    sequences, the GPU lists its own tiles (the same results); a call with a share of the KV heads
+    reads the plan.
+    """
+    kv_lens = _checks.index_array("kv_lens", kv_lens)
+    shape = jnp.shape(block_tables)
+    if len(shape) != 2 or jnp.ndim(kv_lens) != 1 or shape[0] != jnp.shape(kv_lens)[0]:
+        raise ValueError(f"block_tables must have shape [S, max_pages] with S = len(kv_lens) = "
+                         f"{jnp.shape(kv_lens)[0] if jnp.ndim(kv_lens) else None}; got {shape}")
+    num_seqs = int(shape[0])
+    num_q_heads = _positive_int("num_q_heads", num_q_heads)
+    num_kv_heads = _positive_int("num_kv_heads", num_kv_heads)
+    page_size = _positive_int("page_size", page_size)
+    if num_q_heads % num_kv_heads:
+        raise ValueError(f"num_q_heads ({num_q_heads}) must be a multiple of num_kv_heads ({num_kv_heads})")
+    _checks.check_page_size("page_size", page_size)
+    _checks.check_key_positions("block_tables", shape[1], page_size)
+    decode_only = cu_q_lens is None
+    if decode_only:
+        if num_tokens is not None and num_tokens != num_seqs:
+            raise ValueError(f"num_tokens must be len(kv_lens) = {num_seqs} for pure decode (cu_q_lens=None); "
+                             f"got {num_tokens}")
+        num_tokens, cu_q_lens = num_seqs, _no_cu_q_lens()
+    else:
+        if num_tokens is None:
+            raise ValueError("num_tokens (the calls' q.shape[0]) is required with cu_q_lens")
+        if not isinstance(num_tokens, (int, np.integer)) or isinstance(num_tokens, bool) or num_tokens < 0:
+            raise ValueError(f"num_tokens must be a Python int >= 0; got {num_tokens!r}")
+        num_tokens = int(num_tokens)
+        cu_q_lens = _normalized_cu_q_lens(cu_q_lens, num_tokens)
+    group, capacity = num_q_heads // num_kv_heads, int(shape[1]) * page_size
+    if num_tokens * group >= 2**31:
+        raise ValueError(f"num_tokens * (num_q_heads / num_kv_heads) must be below 2^31; got {num_tokens * group}")
+    (tiles,) = paged_attention_plan_p.bind(kv_lens, cu_q_lens, num_tokens=num_tokens, group=group,
+                                           capacity=capacity, decode_only=decode_only)
+    return PagedAttentionPlan(tiles, num_tokens, num_seqs, group, capacity, decode_only)
+
+
+def _plan_operands(plan, shape):
+    """The plan operand and params of a paged_attention call (none when plan is None); shape:
+    (T, S, group, capacity, decode_only) of the call."""
+    if plan is None:
+        return _no_plan(), dict(plan_tokens=0, plan_group=0, plan_capacity=0)
+    if not isinstance(plan, PagedAttentionPlan):
+        raise ValueError(f"plan must come from jaxpaged.paged_attention_plan; got {type(plan).__name__}")
+    if plan._shape() != shape:
+        names = "T, S, Hq / Hkv, max_pages x page_size, pure decode"
+        raise ValueError(f"plan was made for ({names}) = {plan._shape()}; this call has {shape}")
+    return plan.tiles, dict(plan_tokens=shape[0], plan_group=shape[2], plan_capacity=shape[3])
 
 
 def paged_attention(q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens=None, *, scale=None,
                     soft_cap=None, sliding_window=None, kv_layout="NHD", return_lse=False, sinks=None,
-                    k_scale=None, v_scale=None):
+                    k_scale=None, v_scale=None, plan=None):
     """Attention of query tokens over a paged KV cache (GQA/MQA/MHA; decode and chunked prefill).
 
     Args:
@@ -178,6 +336,8 @@ def paged_attention(q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens=None, 
         likewise with v_scale (default 1.0; Python numbers or traced scalars).
       sinks: float [Hq] or None: attention sinks, a per-head logit added to each row's softmax
         denominator (a key with that score and a zero value); the returned lse excludes it.
+      plan: None, or paged_attention_plan(kv_lens, block_tables, cu_q_lens, ...) made for these
+        sequences (once per serving step for all layers); the results are the same either way.
 
     Returns:
       out [T, Hq, D] in q's dtype, or (out, lse) with return_lse=True. The exact rule for which
@@ -203,14 +363,7 @@ def paged_attention(q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens=None, 
     kv_lens = _checks.index_array("kv_lens", kv_lens)
     block_tables = _checks.index_array("block_tables", block_tables, out_of_range=-1)
     decode_only = cu_q_lens is None
-    if decode_only:
-        cu_q_lens = _no_cu_q_lens()
-    else:
-        # The one rule for cu_q_lens (jaxpaged.reference states it too): clamped to [0, T], then
-        # made non-decreasing; a decreasing entry gives an empty sequence.
-        cu_q_lens = _checks.index_array("cu_q_lens", cu_q_lens)
-        if cu_q_lens.ndim == 1 and cu_q_lens.shape[0] > 0:
-            cu_q_lens = jax.lax.cummax(jnp.clip(cu_q_lens, 0, q.shape[0]))
+    cu_q_lens = _no_cu_q_lens() if decode_only else _normalized_cu_q_lens(cu_q_lens, q.shape[0])
     if sinks is not None:
         sinks = _sinks.check_sinks(sinks, q.shape[1])
     if traced:
@@ -219,10 +372,22 @@ def paged_attention(q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens=None, 
         scale, soft_cap, window, k_scale, v_scale = 0.0, 0.0, 0, 0.0, 0.0  # the attributes are unused
     else:
         options = jnp.zeros(_checks.EMPTY_OPERAND, jnp.int32)
+    plan, plan_attrs = _plan_operands(plan, _call_shape(q, k_cache, kv_lens, block_tables, kv_layout, decode_only))
     out, lse = paged_attention_p.bind(
-        q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens, options, scale=scale, soft_cap=soft_cap,
+        q, k_cache, v_cache, kv_lens, block_tables, cu_q_lens, options, plan, scale=scale, soft_cap=soft_cap,
         sliding_window=window, k_scale=k_scale, v_scale=v_scale, kv_layout=KV_LAYOUTS[kv_layout],
-        decode_only=decode_only)
+        decode_only=decode_only, **plan_attrs)
     if sinks is not None:
         out = _sinks.apply_sinks(out, lse, sinks)
     return (out, lse) if return_lse else out
+
+
+def _call_shape(q, k_cache, kv_lens, block_tables, kv_layout: str, decode_only: bool):
+    """(T, S, group, capacity, decode_only) of a call, as far as its shapes allow (the primitive's
+    shape rule reports what is wrong with them)."""
+    k_shape = jnp.shape(k_cache)
+    _, page_size, num_kv_heads, _ = _cache_dims(k_shape, KV_LAYOUTS[kv_layout]) if len(k_shape) == 4 else (0,) * 4
+    group = q.shape[1] // num_kv_heads if num_kv_heads else 0
+    max_pages = jnp.shape(block_tables)[1] if jnp.ndim(block_tables) == 2 else 0
+    num_seqs = jnp.shape(kv_lens)[0] if jnp.ndim(kv_lens) == 1 else 0
+    return (q.shape[0], num_seqs, group, max_pages * page_size, decode_only)

@@ -16,12 +16,14 @@ namespace nb = nanobind;
 
 extern "C" {
 XLA_FFI_Error* jaxpaged_paged_attention_cpu(XLA_FFI_CallFrame*);
+XLA_FFI_Error* jaxpaged_paged_attention_plan_cpu(XLA_FFI_CallFrame*);
 XLA_FFI_Error* jaxpaged_mla_decode_cpu(XLA_FFI_CallFrame*);
 XLA_FFI_Error* jaxpaged_mla_decode_plan_cpu(XLA_FFI_CallFrame*);
 XLA_FFI_Error* jaxpaged_mla_decode_sparse_cpu(XLA_FFI_CallFrame*);
 XLA_FFI_Error* jaxpaged_write_rows_cpu(XLA_FFI_CallFrame*);
 #ifdef JAXPAGED_WITH_GPU
 XLA_FFI_Error* jaxpaged_paged_attention_gpu(XLA_FFI_CallFrame*);
+XLA_FFI_Error* jaxpaged_paged_attention_plan_gpu(XLA_FFI_CallFrame*);
 XLA_FFI_Error* jaxpaged_mla_decode_gpu(XLA_FFI_CallFrame*);
 XLA_FFI_Error* jaxpaged_mla_decode_plan_gpu(XLA_FFI_CallFrame*);
 XLA_FFI_Error* jaxpaged_mla_decode_sparse_gpu(XLA_FFI_CallFrame*);
@@ -103,6 +105,7 @@ NB_MODULE(_jaxpaged, m) {
   m.def("registrations", []() {
     nb::dict cpu;
     cpu["jaxpaged_paged_attention"] = as_capsule(jaxpaged_paged_attention_cpu);
+    cpu["jaxpaged_paged_attention_plan"] = as_capsule(jaxpaged_paged_attention_plan_cpu);
     cpu["jaxpaged_mla_decode"] = as_capsule(jaxpaged_mla_decode_cpu);
     cpu["jaxpaged_mla_decode_plan"] = as_capsule(jaxpaged_mla_decode_plan_cpu);
     cpu["jaxpaged_mla_decode_sparse"] = as_capsule(jaxpaged_mla_decode_sparse_cpu);
@@ -112,6 +115,7 @@ NB_MODULE(_jaxpaged, m) {
 #ifdef JAXPAGED_WITH_GPU
     nb::dict gpu;
     gpu["jaxpaged_paged_attention"] = as_capsule(jaxpaged_paged_attention_gpu);
+    gpu["jaxpaged_paged_attention_plan"] = as_capsule(jaxpaged_paged_attention_plan_gpu);
     gpu["jaxpaged_mla_decode"] = as_capsule(jaxpaged_mla_decode_gpu);
     gpu["jaxpaged_mla_decode_plan"] = as_capsule(jaxpaged_mla_decode_plan_gpu);
     gpu["jaxpaged_mla_decode_sparse"] = as_capsule(jaxpaged_mla_decode_sparse_gpu);
@@ -132,6 +136,10 @@ NB_MODULE(_jaxpaged, m) {
   m.def("paged_attention_workspace_bytes", &paged_attention_workspace, nb::arg("num_tokens"),
         nb::arg("num_q_heads"), nb::arg("num_kv_heads"), nb::arg("head_dim"), nb::arg("num_seqs"),
         nb::arg("max_pages"), nb::arg("page_size"), nb::arg("device"));
+  // Words of a plan (jaxpaged.paged_attention_plan) for calls of num_tokens query rows, num_seqs
+  // sequences and `group` query heads per KV head, any device.
+  m.def("paged_attention_plan_ints", &jaxpaged::paged_plan_ints, nb::arg("num_tokens"), nb::arg("group"),
+        nb::arg("num_seqs"));
   // The dtypes as numpy names (str(x.dtype)); the caches' default to q's.
   m.def("mla_decode_workspace_bytes", &mla_decode_workspace, nb::arg("batch"), nb::arg("s_q"),
         nb::arg("num_heads"), nb::arg("max_pages"), nb::arg("page_size"), nb::arg("device"),

@@ -99,6 +99,17 @@ def paged_cases(mesh):
         check(f"paged decode {layout}, sequences on dp, heads on tp", op, ref, (q, k, v, lens, table),
               [("dp", "tp", None), cache, cache, ("dp",), ("dp", None)], ("dp", "tp"), mesh)
 
+    q, k, v, lens, table = paged_inputs("NHD")
+
+    def decode_plan(*a):  # sequences on dp: each device's call lists its own tiles
+        plan = jaxpaged.paged_attention_plan(a[3], a[4], num_q_heads=8, num_kv_heads=2, page_size=16)
+        return jaxpaged.paged_attention(*a, return_lse=True, plan=plan)
+    # (the plan op reads kv_lens whole: S words all-gathered once per step)
+    check("paged decode with a plan, sequences on dp, heads on tp", decode_plan,
+          lambda *a: reference.paged_attention(*a, return_lse=True), (q, k, v, lens, table),
+          [("dp", "tp", None), (None, None, "tp", None), (None, None, "tp", None), ("dp",), ("dp", None)],
+          ("dp", "tp"), mesh, no_collectives=False)
+
     # Traced options (jit arguments) travel replicated with the sharded call.
     q, k, v, lens, table = paged_inputs("NHD")
 
@@ -128,6 +139,12 @@ def paged_cases(mesh):
         return reference.paged_attention(*a, return_lse=True, sliding_window=40)
     cache = (None, None, "tp", None)
     check("paged ragged, heads on tp", ragged, ragged_ref, (q, k, v, lens, table, cu),
+          [(None, "tp", None), cache, cache, (None,), (None, None), (None,)], (None, "tp"), mesh)
+    def ragged_plan(*a):  # heads on tp: each device's call has the plan's rows, sequences and group
+        plan = jaxpaged.paged_attention_plan(a[3], a[4], a[5], num_q_heads=8, num_kv_heads=2, page_size=16,
+                                             num_tokens=a[0].shape[0])
+        return jaxpaged.paged_attention(*a, return_lse=True, sliding_window=40, plan=plan)
+    check("paged ragged with a plan, heads on tp", ragged_plan, ragged_ref, (q, k, v, lens, table, cu),
           [(None, "tp", None), cache, cache, (None,), (None, None), (None,)], (None, "tp"), mesh)
     # Tokens of a ragged call sharded by the caller: gathered first (correct, with collectives).
     check("paged ragged, tokens on dp (gathered)", ragged, ragged_ref, (q, k, v, lens, table, cu),

@@ -2,7 +2,7 @@
 with hipcc for gfx90a (when hipcc is installed; .ci/run installs Debian's) and links them with the
 HIP runtime. The resulting package imports on this GPU-less machine, registers its handlers for XLA
 platform "ROCM" (paged attention and MLA decode through the portable kernels, the row writes, the
-MLA plan op, whose plan is zeros off Hopper),
+plan ops, whose plans are zeros there),
 lowers the ops for "rocm" to their custom calls and refuses there what has no kernel (fp8 MLA
 caches) with a clear error.
 Nothing here runs on AMD hardware (there is none)."""
@@ -23,13 +23,17 @@ import jax, jax.numpy as jnp, numpy as np, jaxpaged
 from jaxpaged import _extension, _inputs
 assert jaxpaged.gpu_platform == "ROCM", jaxpaged.gpu_platform
 assert _extension.GPU_TARGETS == {"jaxpaged_paged_attention", "jaxpaged_mla_decode", "jaxpaged_mla_decode_sparse",
-                                  "jaxpaged_write_rows", "jaxpaged_mla_decode_plan"}, _extension.GPU_TARGETS
+                                  "jaxpaged_write_rows", "jaxpaged_mla_decode_plan", "jaxpaged_paged_attention_plan"}, \
+    _extension.GPU_TARGETS
 rocm = dict(lowering_platforms=("rocm",))
 rng = np.random.default_rng(0)
 args = _inputs.paged_inputs(rng, q_lens=[1, 1], kv_lens=[30, 50], num_q_heads=4, num_kv_heads=2, head_dim=64,
                             page_size=16, dtype=jnp.bfloat16, decode=True)[:5]
 hlo = jax.jit(jaxpaged.paged_attention).trace(*args).lower(**rocm).as_text()
 assert "jaxpaged_paged_attention" in hlo
+paged_plan = jax.jit(lambda lens, table: jaxpaged.paged_attention_plan(lens, table, num_q_heads=4, num_kv_heads=2,
+                                                                       page_size=16))
+assert "jaxpaged_paged_attention_plan" in paged_plan.trace(*args[3:5]).lower(**rocm).as_text()
 mla = _inputs.mla_inputs(rng, kv_lens=np.array([30, 50]), s_q=1, num_heads=16, page_size=16, dtype=jnp.bfloat16,
                          combined=True)
 hlo = jax.jit(lambda *a: jaxpaged.mla_decode(*a, scale=0.1)).trace(*mla).lower(**rocm).as_text()

@@ -165,6 +165,32 @@ void run_paged(const PagedCase& c) {
   const int64_t ws_floats = jaxpaged::PagedWorkspace::of(p).floats;
   Device<float> ws{static_cast<size_t>(ws_floats)};
   report("paged " + c.name, jaxpaged::run_paged_attention_gpu(p, DataType::BF16, c.fp8 != 0, ws.ptr, ws_floats, nullptr));
+  // The same call with a plan (jaxpaged.paged_attention_plan): the same bytes out. Then with a plan
+  // of junk words (a plan is caller data): rows may be left unwritten, but no access out of bounds.
+  const size_t out_bytes = size_t(T) * c.hq * c.dim * sizeof(__nv_bfloat16), lse_bytes = size_t(T) * c.hq * 4;
+  std::vector<unsigned char> first(out_bytes + lse_bytes), again(out_bytes + lse_bytes);
+  cudaMemcpy(first.data(), out.ptr, out_bytes, cudaMemcpyDeviceToHost);
+  cudaMemcpy(first.data() + out_bytes, lse.ptr, lse_bytes, cudaMemcpyDeviceToHost);
+  const int64_t group = c.hq / c.hkv, plan_ints = jaxpaged::paged_plan_ints(T, group, S);
+  Device<int32_t> plan{static_cast<size_t>(plan_ints)};
+  report("paged plan " + c.name, jaxpaged::run_paged_plan_gpu(d_lens.ptr, d_cu.ptr, S, T, group,
+                                                              int64_t(width) * c.page, decode, plan.ptr, nullptr));
+  report("paged with plan " + c.name, jaxpaged::run_paged_attention_gpu(p, DataType::BF16, c.fp8 != 0, ws.ptr,
+                                                                        ws_floats, nullptr, plan.ptr));
+  cudaMemcpy(again.data(), out.ptr, out_bytes, cudaMemcpyDeviceToHost);
+  cudaMemcpy(again.data() + out_bytes, lse.ptr, lse_bytes, cudaMemcpyDeviceToHost);
+  if (first != again) {
+    std::printf("%-72s FAILED output differs from the call without the plan\n", ("paged with plan " + c.name).c_str());
+    ++failures;
+  }
+  std::vector<int32_t> junk(static_cast<size_t>(plan_ints));
+  for (auto& v : junk) {
+    const int r = rand_int(0, 9);
+    v = r < 2 ? -rand_int(1, 1 << 20) : (r < 4 ? (1 << 30) | rand_int(0, 1 << 20) : (r < 6 ? 2147483647 : rand_int(0, 40)));
+  }
+  Device<int32_t> junk_plan(junk);
+  report("paged with a junk plan " + c.name, jaxpaged::run_paged_attention_gpu(p, DataType::BF16, c.fp8 != 0, ws.ptr,
+                                                                               ws_floats, nullptr, junk_plan.ptr));
 }
 
 struct MlaCase {

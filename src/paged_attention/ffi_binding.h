@@ -4,6 +4,7 @@
 
 #include "common/ffi_helpers.h"
 #include "paged_attention/params.h"
+#include "paged_attention/workspace.h"
 
 namespace jaxpaged {
 
@@ -18,6 +19,7 @@ inline auto paged_attention_binding() {
       .Arg<ffi::Buffer<ffi::S32>>()   // block_tables
       .Arg<ffi::Buffer<ffi::S32>>()   // cu_q_lens
       .Arg<ffi::Buffer<ffi::S32>>()   // options: traced options (params.h), or empty
+      .Arg<ffi::Buffer<ffi::S32>>()   // plan (jaxpaged.paged_attention_plan), or empty
       .Attr<float>("scale")
       .Attr<float>("soft_cap")
       .Attr<int32_t>("sliding_window")
@@ -25,8 +27,39 @@ inline auto paged_attention_binding() {
       .Attr<float>("v_scale")
       .Attr<int32_t>("kv_layout")     // 0: NHD, 1: HND
       .Attr<int32_t>("decode_only")
+      .Attr<int32_t>("plan_tokens")    // the plan's query rows T (with plan_group < 1: no plan)
+      .Attr<int32_t>("plan_group")     // its query heads per KV head
+      .Attr<int32_t>("plan_capacity")  // its key positions per sequence (max_pages x page_size)
       .Ret<ffi::AnyBuffer>()          // out
       .Ret<ffi::Buffer<ffi::F32>>();  // lse
+}
+
+// The plan to use for a decoded call, or null: one made for this call's rows, sequences, GQA
+// group and key capacity (its size says the sequences). A call under sharding or vmap may differ
+// from the one the plan was made for (fewer sequences); it then lists its own tiles. (A call with
+// its KV heads sharded keeps rows, sequences and group: the plan's list is its own.)
+inline const int32_t* paged_plan_for(const PagedAttentionParams& p, ffi::Buffer<ffi::S32> plan, int32_t plan_tokens,
+                                     int32_t plan_group, int32_t plan_capacity) {
+  const int64_t group = p.num_q_heads / p.num_kv_heads;
+  if (plan_group < 1 || int64_t(plan_tokens) != p.num_tokens || int64_t(plan_group) != group ||
+      int64_t(plan_capacity) != p.max_pages * p.page_size ||
+      int64_t(plan.element_count()) != paged_plan_ints(p.num_tokens, group, p.num_seqs)) {
+    return nullptr;
+  }
+  return plan.typed_data();
+}
+
+// The plan op (jaxpaged.paged_attention_plan): kv_lens, cu_q_lens and the shapes the tile list
+// depends on -> the list.
+inline auto paged_attention_plan_binding() {
+  return ffi::Ffi::Bind()
+      .Arg<ffi::Buffer<ffi::S32>>()   // kv_lens [S]
+      .Arg<ffi::Buffer<ffi::S32>>()   // cu_q_lens [S + 1], or empty for pure decode
+      .Attr<int32_t>("num_tokens")    // the calls' query rows T
+      .Attr<int32_t>("group")         // query heads per KV head
+      .Attr<int32_t>("capacity")      // key positions per sequence (max_pages x page_size)
+      .Attr<int32_t>("decode_only")
+      .Ret<ffi::Buffer<ffi::S32>>();  // plan [paged_plan_ints(T, group, S)]
 }
 
 inline ffi::Error decode_paged_attention(

@@ -1,6 +1,7 @@
 // CPU handler for paged attention: the exact semantics in plain C++, float32 accumulation.
 // It makes the real FFI path testable without a GPU; speed is secondary (two-pass softmax,
 // K/V rows converted to float once per (row, kv head) and reused by the whole query group).
+#include <algorithm>
 #include <vector>
 
 #include "common/host_softmax.h"
@@ -74,9 +75,11 @@ void paged_attention_cpu(const PagedAttentionParams& p, Dtype dt, Dtype kv_dt) {
 ffi::Error paged_attention_cpu_impl(ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::AnyBuffer v,
                                     ffi::Buffer<ffi::S32> kv_lens, ffi::Buffer<ffi::S32> block_tables,
                                     ffi::Buffer<ffi::S32> cu_q_lens, ffi::Buffer<ffi::S32> options,
+                                    ffi::Buffer<ffi::S32> /*plan: the CPU lists no tiles*/,
                                     float scale, float soft_cap,
                                     int32_t sliding_window, float k_scale, float v_scale,
-                                    int32_t kv_layout, int32_t decode_only,
+                                    int32_t kv_layout, int32_t decode_only, int32_t /*plan_tokens*/,
+                                    int32_t /*plan_group*/, int32_t /*plan_capacity*/,
                                     ffi::Result<ffi::AnyBuffer> out,
                                     ffi::Result<ffi::Buffer<ffi::F32>> lse) {
   PagedAttentionParams p;
@@ -93,9 +96,21 @@ ffi::Error paged_attention_cpu_impl(ffi::AnyBuffer q, ffi::AnyBuffer k, ffi::Any
   return ffi::Error::Success();
 }
 
+// The plan op on the CPU: zeros (the CPU handler visits rows without a tile list).
+ffi::Error paged_attention_plan_cpu_impl(ffi::Buffer<ffi::S32> kv_lens, ffi::Buffer<ffi::S32> /*cu_q_lens*/,
+                                         int32_t num_tokens, int32_t group, int32_t /*capacity*/,
+                                         int32_t /*decode_only*/, ffi::Result<ffi::Buffer<ffi::S32>> plan) {
+  JP_RETURN_IF_ERROR(check_dim(int64_t(plan->element_count()),
+                               paged_plan_ints(num_tokens, group, int64_t(kv_lens.element_count())), "plan size"));
+  std::fill(plan->typed_data(), plan->typed_data() + plan->element_count(), 0);
+  return ffi::Error::Success();
+}
+
 }  // namespace
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(jaxpaged_paged_attention_cpu, paged_attention_cpu_impl,
                               paged_attention_binding());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(jaxpaged_paged_attention_plan_cpu, paged_attention_plan_cpu_impl,
+                              paged_attention_plan_binding());
 
 }  // namespace jaxpaged

@@ -26,16 +26,16 @@ ffi::Error with_paged_head_dim(int64_t head_dim, F&& f) {
   }
 }
 
-// Lists the call's tiles on the device (and clears padding rows) into the front of the workspace.
-template <typename T>
-ffi::Error launch_paged_schedule(const PagedAttentionParams& p, const PagedWorkspace& w, float* ws,
-                                 int splits, gpuStream_t stream);
+// Lists the tiles of calls with p's shapes, kv_lens and cu_q_lens on the device into `work`
+// (the header, then work_cap entries): tile_schedule.cuh, schedule.cu (CUDA builds).
+ffi::Error launch_paged_schedule(const PagedAttentionParams& p, int32_t* work, int64_t work_cap, gpuStream_t stream);
 
 // The tile kernel for head dim D (LARGE: with the 64-row prefill tiles; FP8: over fp8 caches),
-// then the merge of KV splits; runs the schedule first. sm80/launch_tiles.cuh.
+// then the merge of KV splits; runs the schedule first unless `plan` holds the call's tile list
+// (or pure decode fits one wave and needs none). sm80/launch_tiles.cuh.
 template <typename T, int D, bool LARGE, bool FP8>
 ffi::Error launch_paged_tiles(const PagedAttentionParams& p, const PagedWorkspace& w, float* ws,
-                              gpuStream_t stream);
+                              const int32_t* plan, gpuStream_t stream);
 
 // The portable path (portable/kernel.cuh: CUDA cores, no inline assembly; what a ROCm build
 // runs, and the NVIDIA build with JAXPAGED_PORTABLE_KERNELS=1), then the merge of KV splits.
@@ -46,9 +46,16 @@ ffi::Error launch_paged_portable(const PagedAttentionParams& p, const PagedWorks
 
 // What the GPU handler does once the call is decoded: check the workspace (ws_floats words at ws),
 // pick the instance for q's dtype, the cache's (fp8_cache: float8, p.kv_e5m2 says which) and the
-// head dim, launch. handler_gpu.cu; also the entry point of
-// tools/sanitize_driver.cu, which runs the kernels without JAX.
+// head dim, launch. plan: the call's tile list from the plan op (paged_plan_for), or null.
+// handler_gpu.cu; also the entry point of tools/sanitize_driver.cu, which runs the kernels
+// without JAX.
 ffi::Error run_paged_attention_gpu(const PagedAttentionParams& p, ffi::DataType dtype, bool fp8_cache,
-                                   float* ws, int64_t ws_floats, gpuStream_t stream);
+                                   float* ws, int64_t ws_floats, gpuStream_t stream, const int32_t* plan = nullptr);
+// The plan op (jaxpaged.paged_attention_plan): the tile list of calls with these kv_lens and
+// cu_q_lens (device memory; cu_q_lens unread when decode_only), num_tokens query rows, `group`
+// query heads per KV head and `capacity` = max_pages x page_size, into `plan`
+// (paged_plan_ints words). Zeros where no kernel reads a list (the portable kernels'). handler_gpu.cu.
+ffi::Error run_paged_plan_gpu(const int32_t* kv_lens, const int32_t* cu_q_lens, int64_t num_seqs, int64_t num_tokens,
+                              int64_t group, int64_t capacity, bool decode_only, int32_t* plan, gpuStream_t stream);
 
 }  // namespace jaxpaged

@@ -1,25 +1,17 @@
-// The one translation unit of the paged-attention tile schedule (tile_schedule.cuh).
+// The one translation unit of the paged-attention tile schedule (tile_schedule.cuh): for one call
+// (into its workspace) and for the plan op (jaxpaged.paged_attention_plan).
 #include "common/gpu_launch.h"
 #include "paged_attention/launch.h"
 #include "paged_attention/tile_schedule.cuh"
 
 namespace jaxpaged {
 
-template <typename T>
-ffi::Error launch_paged_schedule(const PagedAttentionParams& p, const PagedWorkspace& w, float* ws,
-                                 int splits, gpuStream_t stream) {
-  int32_t* work = reinterpret_cast<int32_t*>(ws);
-  float* ws_lse = w.split_lse(ws, splits);
-  // Block 0 writes the list; the others clear padding rows. Pure decode has none.
-  const int64_t grid = 1 + (p.decode_only ? 0 : (p.num_tokens + kPaddingRowsPerBlock - 1) / kPaddingRowsPerBlock);
-  paged_tile_schedule_kernel<T><<<unsigned(grid), kScheduleThreads, 0, stream>>>(p, work, w.list_capacity,
-                                                                                 splits, ws_lse);
+ffi::Error launch_paged_schedule(const PagedAttentionParams& p, int32_t* work, int64_t work_cap, gpuStream_t stream) {
+  if (work_cap >= kLargeTileFlag) {
+    return ffi::Error::InvalidArgument("jaxpaged: paged_attention has more tiles than a tile word holds");
+  }
+  paged_tile_schedule_kernel<<<1, kScheduleThreads, 0, stream>>>(p, work, work_cap);
   return last_launch_error("paged_tile_schedule_kernel");
 }
-
-template ffi::Error launch_paged_schedule<gpu_half>(const PagedAttentionParams&, const PagedWorkspace&, float*,
-                                                    int, gpuStream_t);
-template ffi::Error launch_paged_schedule<gpu_bf16>(const PagedAttentionParams&, const PagedWorkspace&, float*,
-                                                    int, gpuStream_t);
 
 }  // namespace jaxpaged

@@ -1,15 +1,18 @@
 // The device-side schedule of a paged-attention call, computed from kv_lens and cu_q_lens on the
-// GPU so the host never reads them (the call stays graph-capturable).
+// GPU so the host never reads them (the call stays graph-capturable). One block lists the work
+// items of tile_kernel.cuh, either for one call (into its workspace) or once for many calls
+// (jaxpaged.paged_attention_plan: a serving step's layers share one list).
 //
-// Block 0 lists the work items of tile_kernel.cuh. A sequence whose query chunk has more than
-// kSmallRows rows (q_len x group) is cut into large tiles; the others get one small tile. Small
-// tiles are ordered by KV length, longest first (a counting sort over 256 length buckets): the
-// hardware hands out blocks in order, so the long ones start early and the short ones fill the
-// tail (longest-processing-time-first). The attention kernel spreads the large tiles evenly among
-// the small ones (see tile_at), so compute-heavy prefill tiles run beside bandwidth-heavy decode
-// tiles instead of in a phase of their own.
-// The other blocks clear padding rows (rows of q that no sequence owns: output 0, lse -inf), which
-// the attention kernel never visits.
+// A sequence whose query chunk has more than kSmallRows rows (q_len x group) is cut into large
+// tiles; the others get one small tile. Small tiles are ordered by KV length, longest first (a
+// counting sort over 256 length buckets): the hardware hands out blocks in order, so the long ones
+// start early and the short ones fill the tail (longest-processing-time-first). The attention
+// kernel spreads the large tiles evenly among the small ones (see tile_at), so compute-heavy
+// prefill tiles run beside bandwidth-heavy decode tiles instead of in a phase of their own.
+// Which tiles exist depends on cu_q_lens alone; kv_lens only order them, so a list made from other
+// kv_lens (same cu_q_lens) still covers every row, with the same results.
+// (Padding rows - rows of q that no sequence owns - are cleared by the attention kernel's extra
+// blocks: clear_padding_rows in tile_kernel.cuh.)
 //
 // Work list layout (int32): [0] number of large tiles, [1] number of tiles, then (seq, tile word)
 // pairs, large tiles first; the tile word carries kLargeTileFlag for a large tile.
@@ -25,32 +28,13 @@ namespace jaxpaged {
 
 constexpr int kScheduleThreads = 256;
 constexpr int kLengthBuckets = 256;
-constexpr int kPaddingRowsPerBlock = kScheduleThreads / 32;  // one warp per row
 
-template <typename T>
+// One block. Reads kv_lens, cu_q_lens (unless decode_only) and the shapes of p; writes `work`
+// (work_cap entries after the header).
 __global__ void __launch_bounds__(kScheduleThreads)
-    paged_tile_schedule_kernel(const PagedAttentionParams p, int32_t* __restrict__ work,
-                               int64_t work_cap, int num_splits, float* __restrict__ ws_lse) {
+    paged_tile_schedule_kernel(const PagedAttentionParams p, int32_t* __restrict__ work, int64_t work_cap) {
   const int64_t S = p.num_seqs, num_tokens = p.num_tokens;
   const int tid = threadIdx.x;
-  if (blockIdx.x > 0) {
-    const int lane = tid % 32;
-    const int64_t t = (int64_t(blockIdx.x) - 1) * kPaddingRowsPerBlock + tid / 32;
-    int64_t seq, q_begin, q_len;
-    if (t >= num_tokens || find_sequence(p.cu_q_lens, S, num_tokens, t, &seq, &q_begin, &q_len)) return;
-    const int64_t num_rows = num_tokens * p.num_q_heads;
-    for (int64_t h = 0; h < p.num_q_heads; ++h) {
-      const int64_t row = t * p.num_q_heads + h;
-      if (num_splits == 1) {
-        for (int64_t d = lane; d < p.head_dim; d += 32) static_cast<T*>(p.out)[row * p.head_dim + d] = from_float<T>(0.f);
-        if (lane == 0) p.lse[row] = -INFINITY;
-      } else {  // every split says "empty": the merge then writes 0 and -inf
-        for (int k = lane; k < num_splits; k += 32) ws_lse[k * num_rows + row] = -INFINITY;
-      }
-    }
-    return;
-  }
-
   const int64_t group = p.num_q_heads / p.num_kv_heads;
   const int64_t capacity = p.max_pages * p.page_size;
   auto cu_at = [&](int64_t i) { return p.decode_only ? i : clamped_cu(p.cu_q_lens, i, num_tokens); };

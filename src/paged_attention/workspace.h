@@ -3,8 +3,9 @@
 // so Python mirrors no size.
 //
 // Layout (float32 words): the tile list (int32: a two-word header, then (seq, tile word) pairs;
-// tile_schedule.cuh), then, when rows may be split over several blocks, the splits' partial
-// outputs [split_cap][rows][D] and lse [split_cap][rows].
+// tile_schedule.cuh; unused when the call has a plan or runs pure decode in one wave), then, when
+// rows may be split over several blocks, the splits' partial outputs [split_cap][rows][D] and lse
+// [split_cap][rows].
 #pragma once
 
 #include <cstdint>
@@ -27,6 +28,17 @@ JP_HOST_DEVICE int64_t tiles_of_rows(int64_t rows) {
   return rows <= 0 ? 0 : (is_large_tile(rows) ? (rows + kLargeRows - 1) / kLargeRows : 1);
 }
 
+// Entries of a call's tile list: a sequence has ceil(rows / 64) large tiles or one small tile, so
+// at most num_tokens * group / 64 + num_seqs in all (cu_q_lens clamped and non-decreasing).
+JP_HOST_DEVICE int64_t paged_list_capacity(int64_t num_tokens, int64_t group, int64_t num_seqs) {
+  return (num_tokens * group + kLargeRows - 1) / kLargeRows + num_seqs;
+}
+// int32 words of the list with its two-word header: also the size of a plan
+// (jaxpaged.paged_attention_plan), which is such a list made once for many calls.
+JP_HOST_DEVICE int64_t paged_plan_ints(int64_t num_tokens, int64_t group, int64_t num_seqs) {
+  return 2 * (paged_list_capacity(num_tokens, group, num_seqs) + 1);
+}
+
 struct PagedWorkspace {
   int64_t list_capacity;  // work entries the tile list holds
   int64_t list_floats;    // words of the list with its header
@@ -42,10 +54,8 @@ struct PagedWorkspace {
   static PagedWorkspace of(const PagedAttentionParams& p) {
     PagedWorkspace w;
     const int64_t group = p.num_kv_heads > 0 ? p.num_q_heads / p.num_kv_heads : 0;
-    // A sequence has ceil(rows / 64) large tiles or one small tile, so at most
-    // num_tokens * group / 64 + num_seqs entries in all (cu_q_lens non-decreasing).
-    w.list_capacity = (p.num_tokens * group + kLargeRows - 1) / kLargeRows + p.num_seqs;
-    w.list_floats = 2 * (w.list_capacity + 1);
+    w.list_capacity = paged_list_capacity(p.num_tokens, group, p.num_seqs);
+    w.list_floats = paged_plan_ints(p.num_tokens, group, p.num_seqs);
     w.split_cap = kv_split_cap(p.num_tokens * p.num_kv_heads, p.max_pages * p.page_size);
     w.rows = p.num_tokens * p.num_q_heads;
     w.dim = p.head_dim;

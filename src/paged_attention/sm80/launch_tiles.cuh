@@ -1,17 +1,19 @@
 // The launcher of one tile-kernel instance (included by one generated translation unit per
-// instance, sm80/tiles.cu.in): the KV split count, the tile list, the kernel, the split merge.
+// instance, sm80/tiles.cu.in): the KV split count, the tile list (unless a plan brings it), the
+// kernel, the split merge.
 #pragma once
+
+#include <algorithm>
 
 #include "common/combine_splits.h"
 #include "common/gpu_launch.h"
 #include "paged_attention/launch.h"
 #include "paged_attention/sm80/tile_kernel.cuh"
-#include "paged_attention/tile_schedule.cuh"
 
 namespace jaxpaged {
 
 template <typename T, int D, bool LARGE, bool FP8>
-ffi::Error launch_paged_tiles(const PagedAttentionParams& p, const PagedWorkspace& w, float* ws,
+ffi::Error launch_paged_tiles(const PagedAttentionParams& p, const PagedWorkspace& w, float* ws, const int32_t* plan,
                               gpuStream_t stream) {
   using C = TileConfig<D, LARGE, FP8>;
   const int64_t group = p.num_q_heads / p.num_kv_heads;
@@ -19,27 +21,33 @@ ffi::Error launch_paged_tiles(const PagedAttentionParams& p, const PagedWorkspac
   if (w.list_capacity >= kLargeTileFlag) {
     return ffi::Error::InvalidArgument("jaxpaged: paged_attention has more tiles than a tile word holds");
   }
-  const int32_t* work = reinterpret_cast<const int32_t*>(ws);
   // Pure decode knows its tile count (every sequence has `group` rows); a ragged call launches for
   // the list's capacity and blocks past the list's end return at once.
   const int64_t tiles = p.decode_only ? p.num_seqs * tiles_of_rows(group) : w.list_capacity;
   const int64_t blocks = tiles * p.num_kv_heads;
-  if (blocks > 0x7FFFFFFF) {
-    return ffi::Error::InvalidArgument("jaxpaged: paged_attention needs more thread blocks than a grid holds (2^31 - 1)");
-  }
   auto kernel = paged_tile_kernel<T, D, LARGE, FP8>;
   JP_RETURN_IF_ERROR(allow_smem(kernel, C::kSmemBytes, "paged_tile_kernel (shared memory size)"));
   const int64_t resident = resident_blocks(kernel, kTileThreads, C::kSmemBytes);
+  // A ragged call's padding rows (owned by no sequence) are cleared by blocks after the tiles'
+  // (at most one wave of them, kTileThreads / 32 rows at a time each).
+  const int64_t pad_blocks =
+      p.decode_only ? 0 : std::min<int64_t>((p.num_tokens + kPadRowsPerBlock - 1) / kPadRowsPerBlock, resident);
+  if (blocks + pad_blocks > 0x7FFFFFFF) {
+    return ffi::Error::InvalidArgument("jaxpaged: paged_attention needs more thread blocks than a grid holds (2^31 - 1)");
+  }
   const int splits = choose_kv_splits(blocks, w.split_cap, p.max_pages * p.page_size, 256, resident);
   float* ws_out = w.split_out(ws);
   float* ws_lse = w.split_lse(ws, splits);
   // Pure decode whose blocks all run in one wave needs no tile list: the list's longest-first
   // order only matters when blocks wait for a second wave, and decode has no padding rows to
-  // clear. One kernel launch fewer per call (and per layer of a step).
+  // clear. One kernel launch fewer per call (and per layer of a step). A call with a plan reads
+  // the list the plan op made once for the step.
   const bool direct = p.decode_only && blocks * splits <= resident;
-  if (!direct) JP_RETURN_IF_ERROR(launch_paged_schedule<T>(p, w, ws, splits, stream));
-  kernel<<<dim3(unsigned(blocks), unsigned(splits)), kTileThreads, C::kSmemBytes, stream>>>(
-      p, page_shift_of(p.page_size), direct ? nullptr : work, ws_out, ws_lse);
+  int32_t* own = reinterpret_cast<int32_t*>(ws);
+  if (!direct && plan == nullptr) JP_RETURN_IF_ERROR(launch_paged_schedule(p, own, w.list_capacity, stream));
+  const int32_t* work = direct ? nullptr : (plan != nullptr ? plan : own);
+  kernel<<<dim3(unsigned(blocks + pad_blocks), unsigned(splits)), kTileThreads, C::kSmemBytes, stream>>>(
+      p, page_shift_of(p.page_size), work, blocks, ws_out, ws_lse);
   JP_RETURN_IF_ERROR(last_launch_error("paged_tile_kernel"));
   if (splits == 1) return ffi::Error::Success();
   return launch_combine_splits<T>(ws_out, ws_lse, splits, rows, D, static_cast<T*>(p.out), p.lse, stream);

@@ -453,25 +453,61 @@ __device__ __forceinline__ int64_t tile_at(int64_t pos, int64_t n_large, int64_t
   return n_large + pos - k;
 }
 
-// Grid: x = list position x KV head (head fastest), y = KV split. `work` is the list that
-// paged_tile_schedule_kernel wrote: [n_large, total, (seq, tile word) pairs...].
+constexpr int kPadRowsPerBlock = kTileThreads / 32;  // padding tokens a clearing block takes at a time
+
+// Padding rows (tokens of a ragged call that no sequence owns): output 0 and lse -inf, as the
+// reference defines them; with KV splits, every split's lse -inf instead (the merge then writes
+// them). Block `index` of `count` clearing blocks; one warp per token.
+template <typename T>
+__device__ void clear_padding_rows(const PagedAttentionParams& p, int64_t index, int64_t count, int num_splits,
+                                   float* __restrict__ ws_lse) {
+  const int lane = threadIdx.x % 32;
+  const int64_t num_rows = p.num_tokens * p.num_q_heads;
+  for (int64_t t = index * kPadRowsPerBlock + threadIdx.x / 32; t < p.num_tokens; t += count * kPadRowsPerBlock) {
+    int64_t seq, q_begin, q_len;
+    if (find_sequence(p.cu_q_lens, p.num_seqs, p.num_tokens, t, &seq, &q_begin, &q_len)) continue;
+    for (int64_t h = 0; h < p.num_q_heads; ++h) {
+      const int64_t row = t * p.num_q_heads + h;
+      if (num_splits == 1) {
+        for (int64_t d = lane; d < p.head_dim; d += 32) static_cast<T*>(p.out)[row * p.head_dim + d] = from_float<T>(0.f);
+        if (lane == 0) p.lse[row] = -INFINITY;
+      } else {
+        for (int k = lane; k < num_splits; k += 32) ws_lse[k * num_rows + row] = -INFINITY;
+      }
+    }
+  }
+}
+
+// Grid: x = list position x KV head (head fastest) for the first tile_blocks blocks, then the
+// blocks that clear padding rows; y = KV split. `work` is a tile list as
+// paged_tile_schedule_kernel writes it ([n_large, total, (seq, tile word) pairs...]: the call's
+// own, or a plan's), or null for pure decode in one wave. A plan is caller data: its header is
+// clamped to the list's capacity and its entries are checked, so a wrong one costs rows their
+// values (never an access out of bounds).
 template <typename T, int D, bool LARGE, bool FP8>
 __global__ void __launch_bounds__(kTileThreads)
     paged_tile_kernel(const PagedAttentionParams p, int page_shift, const int32_t* __restrict__ work,
-                      float* __restrict__ ws_out, float* __restrict__ ws_lse) {
+                      int64_t tile_blocks, float* __restrict__ ws_out, float* __restrict__ ws_lse) {
   extern __shared__ __align__(16) unsigned char smem[];
+  if (blockIdx.x >= tile_blocks) {
+    if (blockIdx.y == 0) clear_padding_rows<T>(p, blockIdx.x - tile_blocks, gridDim.x - tile_blocks, gridDim.y, ws_lse);
+    return;
+  }
   const int kv_head = int(blockIdx.x % p.num_kv_heads);
+  const int64_t group = p.num_q_heads / p.num_kv_heads;
   int seq, tile;
   bool large;
   if (work == nullptr) {  // pure decode in one wave (the launcher's choice): blocks in sequence order
-    const int64_t rows = p.num_q_heads / p.num_kv_heads, per_seq = tiles_of_rows(rows);
+    const int64_t per_seq = tiles_of_rows(group);
     const int64_t pos = blockIdx.x / p.num_kv_heads;
     seq = int(pos / per_seq);
     tile = int(pos % per_seq);
-    large = is_large_tile(rows);
+    large = is_large_tile(group);
     if (seq >= p.num_seqs) return;
   } else {
-    const int64_t e = tile_at(blockIdx.x / p.num_kv_heads, work[0], work[1]);
+    const int64_t positions = tile_blocks / p.num_kv_heads;  // the list's capacity
+    const int64_t total = min(max(int64_t(work[1]), int64_t(0)), positions);
+    const int64_t e = tile_at(blockIdx.x / p.num_kv_heads, min(max(int64_t(work[0]), int64_t(0)), total), total);
     if (e < 0) return;
     seq = work[2 + 2 * e];
     if (seq < 0 || seq >= p.num_seqs) return;
@@ -484,6 +520,7 @@ __global__ void __launch_bounds__(kTileThreads)
     q_begin = int(clamped_cu(p.cu_q_lens, seq, p.num_tokens));
     q_len = max(0, int(clamped_cu(p.cu_q_lens, seq + 1, p.num_tokens)) - q_begin);
   }
+  if (int64_t(tile) * (large ? kLargeRows : kSmallRows) >= int64_t(q_len) * group) return;  // (no rows)
   if constexpr (LARGE) {
     if (large) {
       attend_tile<T, D, LARGE, FP8, 4>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One call on the GPU machine (the `device` tool): build, then any of: test (+ the main job),
-# bench, serving (bench/serving_ops.py), sanitize (tools/sanitize_driver.cu under compute-sanitizer).
-#   bash bench/device_run.sh test|bench|serving|sanitize|all|MODE,MODE,.. [extra pytest args]
+# bench, serving (bench/serving_ops.py), sanitize (tools/sanitize_driver.cu under compute-sanitizer),
+# profile (ncu of one bench config, ours and FlashMLA: see the profile block below).
+#   bash bench/device_run.sh test|bench|serving|sanitize|profile|all|MODE,MODE,.. [extra pytest args]
 # BENCH_ARGS: extra bench.py arguments (e.g. "--only decode_b64_ctx4k"); SANITIZE_TOOLS: which
 # tools (default "memcheck racecheck synccheck initcheck"; SANITIZE_ARGS: driver flags, e.g.
 # --mla-only; "memcheck_portable" runs memcheck with
@@ -104,6 +105,21 @@ fi
 if has bench; then
   wait_sanitizers
   python3 "$REPO/bench/bench.py" --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" || status=1
+fi
+if has profile && [[ $MODE != all ]]; then
+  # ncu --set full of one bench config's kernels (PROFILE_CONFIG, default mla_h128_b4_ctx4k): ours
+  # with a plan made once, then FlashMLA on the same inputs (bench/profile_one.py); the first
+  # PROFILE_COUNT kernels whose names match PROFILE_KERNELS. Pages exported as text under $OUT.
+  wait_sanitizers
+  pcfg=${PROFILE_CONFIG:-mla_h128_b4_ctx4k}
+  timeout "${PROFILE_LIMIT:-420}" ncu --set full --import-source yes -k "regex:${PROFILE_KERNELS:-mla}" \
+    -c "${PROFILE_COUNT:-12}" -f -o "$OUT/profile" python3 "$REPO/bench/profile_one.py" "$pcfg" --plan \
+    --flashmla ${PROFILE_ARGS:-} > "$OUT/profile_run.log" 2>&1 || status=1
+  if [[ -f $OUT/profile.ncu-rep ]]; then
+    ncu -i "$OUT/profile.ncu-rep" --page details > "$OUT/profile_details.txt" 2>&1
+    ncu -i "$OUT/profile.ncu-rep" --page raw --csv > "$OUT/profile_raw.csv" 2>&1
+    grep -E "^  [^ ].*\(|Duration|Registers Per Thread|Achieved Occupancy" "$OUT/profile_details.txt" | head -80
+  fi
 fi
 if has serving; then
   python3 "$REPO/bench/serving_ops.py" --out "$OUT" 2>&1 | tee "$OUT/serving_ops.log" || status=1

@@ -137,6 +137,15 @@ def _torch_ms(fn, calls: int = 10, reps: int = 9) -> float:
 
 def flashmla(cfg, args, scale: float):
     """FlashMLA's dense SM90 decode (sgl-flash-mla, use_legacy=True) on our inputs."""
+    call, t_qs = flashmla_call(cfg, args, scale)
+    if call is None:
+        return None, t_qs
+    return _flashmla_timed(call, t_qs)
+
+
+def flashmla_call(cfg, args, scale: float):
+    """(call(t_q), torch queries of LAYERS layers) of FlashMLA's dense decode on our inputs, or
+    (None, why not)."""
     if cfg.page != 64 or not cfg.combined:
         return None, "FlashMLA needs 64-token pages and the combined 576-wide cache"
     if cfg.cache != "bf16":
@@ -158,7 +167,7 @@ def flashmla(cfg, args, scale: float):
     def call(t_q):
         return flash_mla.flash_mla_with_kvcache(t_q, t_kv, t_table, t_lens, 512, meta, None,
                                                 softmax_scale=scale, causal=cfg.causal, use_legacy=True)
-    return _flashmla_timed(call, t_qs)
+    return call, t_qs
 
 
 def flashmla_sparse(cfg, args, scale: float):

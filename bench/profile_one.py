@@ -1,8 +1,14 @@
-"""Runs one bench config's op a few times, for a profiler (ncu / nsys) to capture.
+"""Runs one bench config's op a few times, for a profiler (ncu / nsys) to capture; with --flashmla
+also FlashMLA's dense decode on the same inputs (MLA configs), so one profile holds both.
 
     ncu -k regex:mla_wgmma -c 1 --section SpeedOfLight python bench/profile_one.py mla_h128_b64_ctx4k
+    ncu -k regex:mla -c 12 --set full -o b4 python bench/profile_one.py mla_h128_b4_ctx4k --plan --flashmla
+(`bash bench/device_run.sh profile` runs the second form and exports its pages as text.)
+--plan: our calls read a plan made once (mla_decode_plan / paged_attention_plan), as in a serving
+step; the plan op's kernel then runs once, before them.
 """
 
+import argparse
 import functools
 import math
 import sys
@@ -12,28 +18,51 @@ import numpy as np
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 import bench  # noqa: E402
+import peers  # noqa: E402
 import jaxpaged  # noqa: E402
 
 
-def op_and_args(name: str):
-    """The jitted op of bench config `name` and its inputs (the bench's data, seed 0)."""
+def op_and_args(name: str, plan: bool = False):
+    """The jitted op of bench config `name`, its inputs (the bench's data, seed 0) and the config;
+    with plan=True the op takes the plan as its last argument, and the inputs end with one."""
     cfg = next(c for c in bench.CONFIGS if c.name == name)
     rng = np.random.default_rng(0)
     if isinstance(cfg, bench.Paged):
         args, _, _ = bench.paged_inputs(cfg, rng)
-        fn = jax.jit(functools.partial(jaxpaged.paged_attention, soft_cap=cfg.soft_cap,
-                                       sliding_window=cfg.window))
+        fn = functools.partial(jaxpaged.paged_attention, soft_cap=cfg.soft_cap, sliding_window=cfg.window)
+        make_plan = lambda q, k, v, lens, table, cu: jaxpaged.paged_attention_plan(  # noqa: E731
+            lens, table, cu, num_q_heads=cfg.hq, num_kv_heads=cfg.hkv, page_size=cfg.page,
+            num_tokens=None if cu is None else q.shape[0])
     else:
         args, _, _ = bench.mla_inputs(cfg, rng)
-        fn = jax.jit(lambda *a: jaxpaged.mla_decode(*a, scale=1.0 / math.sqrt(192.0), causal=cfg.causal))
-    return fn, args
+        fn = functools.partial(jaxpaged.mla_decode, scale=1.0 / math.sqrt(192.0), causal=cfg.causal)
+        make_plan = lambda q_nope, q_pe, ckv, kpe, lens, table: jaxpaged.mla_decode_plan(  # noqa: E731
+            lens, table, num_heads=cfg.heads, page_size=cfg.page, s_q=cfg.s_q)
+    if plan:
+        return jax.jit(lambda *a: fn(*a[:-1], plan=a[-1])), (*args, jax.jit(make_plan)(*args)), cfg
+    return jax.jit(fn), args, cfg
 
 
-def main(name: str, calls: int = 3):
-    fn, args = op_and_args(name)
-    for _ in range(calls):
-        jax.block_until_ready(fn(*args))
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("config")
+    parser.add_argument("--calls", type=int, default=3)
+    parser.add_argument("--plan", action="store_true", help="our calls read a plan made once")
+    parser.add_argument("--flashmla", action="store_true", help="then FlashMLA on the same inputs (MLA)")
+    args = parser.parse_args()
+    fn, operands, cfg = op_and_args(args.config, args.plan)
+    for _ in range(args.calls):
+        jax.block_until_ready(fn(*operands))
+    if args.flashmla:
+        call, t_qs = peers.flashmla_call(cfg, operands[:-1] if args.plan else operands, 1.0 / math.sqrt(192.0))
+        if call is None:
+            print("FlashMLA not run:", t_qs)
+            return
+        import torch
+        for i in range(args.calls):  # (its first call also fills the scheduling metadata)
+            call(t_qs[i % len(t_qs)])
+        torch.cuda.synchronize()
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main()

@@ -2,7 +2,8 @@
 every step writes its new K/V into the paged cache (write_kv / write_mla_kv) and attends with our op.
 The logits at every position must match a dense (non-paged) causal-attention run of the same model
 over the same tokens. GQA with sinks, on a 16-bit cache and an fp8 one; MLA on its 16-bit combined
-cache and DeepSeek-V3.2's 656-byte rows (quantized the same way on the dense side)."""
+cache and DeepSeek-V3.2's 656-byte rows (quantized the same way on the dense side); each step with
+and without a plan made once for its layers (paged_attention_plan / mla_decode_plan)."""
 
 import functools
 
@@ -117,8 +118,8 @@ def _gqa_dense(w, tokens, cache_dtype, scales, written):
     return x @ w["unembed"]
 
 
-@pytest.mark.parametrize("cache_dtype", [None, "float8_e4m3fn"])
-def test_gqa_decode_loop_matches_dense_model(rng, cache_dtype):
+@pytest.mark.parametrize("cache_dtype, use_plan", [(None, False), (None, True), ("float8_e4m3fn", True)])
+def test_gqa_decode_loop_matches_dense_model(rng, cache_dtype, use_plan):
     w = _gqa_model(rng)
     tokens = _tokens(rng)
     scales = (0.05, 0.02)
@@ -132,12 +133,15 @@ def test_gqa_decode_loop_matches_dense_model(rng, cache_dtype):
     def step(caches, rows, slots, lengths, tables, cu, prefill):
         x = w["embed"][rows]
         new = []
+        cu = cu if prefill else None
+        # A serving step's tile list, made once for both layers (as a serving stack would).
+        plan = jaxpaged.paged_attention_plan(lengths, tables, cu, num_q_heads=HQ, num_kv_heads=HKV, page_size=PAGE,
+                                             num_tokens=None if cu is None else rows.shape[0]) if use_plan else None
         for i, (kc, vc) in enumerate(caches):
             q = _mm(x, w[f"wq{i}"]).reshape(-1, HQ, D)
             k, v = (_mm(x, w[f"w{t}{i}"]).reshape(-1, HKV, D) for t in "kv")
             kc, vc = jaxpaged.write_kv(kc, vc, k, v, slots, **fp8)
-            o = jaxpaged.paged_attention(q, kc, vc, lengths, tables, cu if prefill else None,
-                                         sinks=w[f"sinks{i}"], **fp8)
+            o = jaxpaged.paged_attention(q, kc, vc, lengths, tables, cu, sinks=w[f"sinks{i}"], plan=plan, **fp8)
             x = x + o.reshape(-1, HQ * D).astype(jnp.float32) @ w[f"wo{i}"]
             new.append((kc, vc))
         return x @ w["unembed"], new
@@ -190,8 +194,8 @@ def _mla_dense(w, tokens, ds_rows, written):
     return x @ w["unembed"]
 
 
-@pytest.mark.parametrize("ds_rows", [False, True])
-def test_mla_decode_loop_matches_dense_model(rng, ds_rows):
+@pytest.mark.parametrize("ds_rows, use_plan", [(False, False), (False, True), (True, True)])
+def test_mla_decode_loop_matches_dense_model(rng, ds_rows, use_plan):
     w = _mla_model(rng)
     tokens = [t[:PROMPTS[1] + STEPS] for t in _tokens(rng)]  # equal lengths: one s_q per call
     prompt, num_pages = PROMPTS[1], 2 * -(-(PROMPTS[1] + STEPS) // PAGE)
@@ -205,12 +209,14 @@ def test_mla_decode_loop_matches_dense_model(rng, ds_rows):
         slots = (tables[jnp.arange(2)[:, None], positions // PAGE] * PAGE + positions % PAGE).reshape(-1)
         lengths = positions[:, -1] + 1
         new = []
+        plan = jaxpaged.mla_decode_plan(lengths, tables, num_heads=MLA_HEADS, page_size=PAGE,
+                                        s_q=rows.shape[1]) if use_plan else None
         for i, cache in enumerate(caches):
             qn = _mm(x, w[f"wqn{i}"]).reshape(2, -1, MLA_HEADS, LATENT)
             qp = _mm(x, w[f"wqp{i}"]).reshape(2, -1, MLA_HEADS, ROPE)
             c, r = (_mm(x, w[f"w{t}{i}"]).reshape(-1, w[f"w{t}{i}"].shape[1]) for t in "cr")
             cache, _ = jaxpaged.write_mla_kv(cache, None, c, r, slots)
-            o, _ = jaxpaged.mla_decode(qn, qp, cache, None, lengths, tables, scale=SCALE, causal=True)
+            o, _ = jaxpaged.mla_decode(qn, qp, cache, None, lengths, tables, scale=SCALE, causal=True, plan=plan)
             x = x + o.reshape(2, -1, MLA_HEADS * LATENT).astype(jnp.float32) @ w[f"wo{i}"]
             new.append(cache)
         return x @ w["unembed"], new

@@ -16,7 +16,7 @@ the README); bench/device_run.sh installs them on the GPU machine.
 
 Writes DIR/<gpu>.json (one record per config) and DIR/RESULTS.md (the table for bench/RESULTS.md).
 --ours-only times our op alone (still checked against the reference) for quick A/B runs of a
-kernel change, and writes DIR/<gpu>_ours.json only.
+kernel change, and writes DIR/<gpu>_ours.json only; with --ours-step also per layer of a step.
 """
 
 from __future__ import annotations
@@ -175,7 +175,7 @@ def mla_inputs(cfg: Mla, rng):
     return (q_nope, q_pe, ckv, kpe, kv_lens, table), kv_bytes, flops
 
 
-def run_config(cfg, rng, copy_GBps, ours_only=False):
+def run_config(cfg, rng, copy_GBps, ours_only=False, ours_step=False):
     rec = {"config": cfg.name}
     per_step = None
     if isinstance(cfg, Paged):
@@ -215,11 +215,12 @@ def run_config(cfg, rng, copy_GBps, ours_only=False):
     want = ref(*args)
     rec["rel_err"] = peers.rel_err(out, want)
     rec["ours_ms"] = device_ms(ours, q, *operands)
-    if not ours_only:
-        slow = dict(calls=1, reps=3) if rec["ours_ms"] > SLOW_MS else {}  # (a 32-call step of a slow kernel)
+    slow = dict(calls=1, reps=3) if rec["ours_ms"] > SLOW_MS else {}  # (a 32-call step of a slow kernel)
+    if not ours_only or ours_step:
         rec["ours_step_us"] = peers.step_us(ours_q, peers.layer_queries(q), operands, per_step, **slow)
         if per_step is not None:  # (and without the plan: each layer's call makes its own schedule)
             rec["ours_step_noplan_us"] = peers.step_us(ours_q, peers.layer_queries(q), operands, **slow)
+    if not ours_only:
         rec["ours_burst10_ms"] = burst_ms(ours, q, *operands, reps=3 if slow else 9)
         rec["ref_ms"] = device_ms(ref, *args, calls=2, reps=5)
         for name, run in peer_fns.items():
@@ -307,6 +308,8 @@ def main():
     parser.add_argument("--out", default=".")
     parser.add_argument("--only", nargs="*", help="config names to run (default: all)")
     parser.add_argument("--ours-only", action="store_true", help="time our op alone (no peers, no reference)")
+    parser.add_argument("--ours-step", action="store_true",
+                        help="with --ours-only: also time ours per layer of a 32-layer step (with and without a plan)")
     parser.add_argument("--merge", nargs="*", help="JSON files of earlier runs to combine (no timing)")
     parser.add_argument("--part", help="K/N: time only configs K, K+N, K+2N, ... (1-based) of the list")
     args = parser.parse_args()
@@ -327,7 +330,7 @@ def main():
             continue
         t0 = time.perf_counter()
         seed = sum(map(ord, cfg.name))  # fixed per config, so varlen lengths repeat across runs
-        rec = run_config(cfg, np.random.default_rng(seed), copy_GBps, args.ours_only)
+        rec = run_config(cfg, np.random.default_rng(seed), copy_GBps, args.ours_only, args.ours_step)
         rec.update(device=device, jax_version=jax.__version__, date=date)
         records.append(rec)
         timed = "  ".join(f"{p} {rec[f'{p}_ms']:.3f}" for p in PEERS if rec.get(f"{p}_ms"))

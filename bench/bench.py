@@ -91,6 +91,7 @@ CONFIGS = [
     Paged("decode_window_b64_ctx32k", batch=64, ctx=32768, window=4096),
     Paged("decode_fp8_b64_ctx4k", kv_dtype="float8_e4m3fn"),
     Paged("decode_fp8_b8_ctx32k", batch=8, ctx=32768, kv_dtype="float8_e5m2"),
+    Paged("decode_fp8_h64_b32_ctx8k", hq=64, batch=32, ctx=8192, kv_dtype="float8_e4m3fn"),
     Mla("mla_h128_b64_ctx4k"),
     Mla("mla_h128_b128_ctx8k", batch=128, ctx=8192),
     Mla("mla_h128_sq2_causal_b64_ctx4k", s_q=2, causal=True),
@@ -102,11 +103,15 @@ CONFIGS = [
     Mla("mla_h128_b4_ctx4k", batch=4),
     # Quantized and sparse MLA (issues 17, 18): on the H100 the wgmma kernel's gathering loader.
     Mla("mla_fp8_h128_b64_ctx4k", cache="fp8"),
+    Mla("mla_fp8_h128_b128_ctx8k", batch=128, ctx=8192, cache="fp8"),
+    Mla("mla_fp8_h16_b128_ctx4k", heads=16, batch=128, cache="fp8"),
+    Mla("mla_656_h128_b64_ctx4k", cache="656"),  # (dense 656-byte rows: the portable kernel today)
     Mla("sparse_h128_b64_topk2048", cache="656", topk=2048),
     Mla("sparse_h128_b128_topk2048", cache="656", batch=128, topk=2048),
     Mla("sparse_h64_b64_topk2048", cache="656", heads=64, topk=2048),
     Mla("sparse_h128_sq2_b32_topk2048", cache="656", batch=32, s_q=2, topk=2048),
     Mla("sparse_h128_b64_topk2048_bf16", topk=2048),
+    Mla("sparse_h128_b64_topk2048_page1", cache="656", page=1, topk=2048),
 ]
 
 

@@ -60,7 +60,16 @@ __global__ void __launch_bounds__(kMlaScheduleThreads)
     const int64_t start = carry + block_exclusive_sum<kMlaScheduleThreads>(cost, &chunk_total);
     carry += chunk_total;
     if (b >= p.batch) continue;
-    const int first = int(start / target), last = int((start + cost - 1) / target);
+    // A sequence with tiles belongs to the partitions that hold at least one of its tiles: one
+    // whose span holds only the sequence's fixed cost would load its queries and write an empty
+    // piece for the merge to read (2 of 68 pieces at B = 4, 4K tokens, 66 partitions). Such a
+    // partition ends with the sequence before (or is empty). A sequence without tiles keeps the
+    // partition(s) of its fixed cost (its rows still need their 0 / -inf).
+    const int64_t fixed_end = cost > kMlaSeqCost ? start + kMlaSeqCost : start;
+    const int first = int(fixed_end / target), last = int((start + cost - 1) / target);
+    for (int part = int(start / target); part < first; ++part) {
+      s.part_last[part] = int64_t(part) * target < start ? int(b) - 1 : -1;
+    }
     s.seq_start[b] = int(start);
     s.seq_first_part[b] = first;
     s.seq_pieces[b] = last - first + 1;

@@ -55,7 +55,11 @@ struct TileConfig {
   static constexpr int kQRows = LARGE ? kLargeRows : kSmallRows;
   static constexpr size_t kKvBytes = FP8 ? 1 : 2;                          // cache element
   static constexpr size_t kStageBytes = size_t(kKeys) * D * 2 * kKvBytes;  // K and V
-  static constexpr size_t kConvertedBytes = FP8 ? size_t(kKeys) * D * 2 * 2 : 0;  // 16-bit K + V
+  // Small tiles over fp8 caches with D = 128 convert fragments in registers (kRegFp8 in
+  // attend_tile), so the decode instance needs no converted buffer; the large tiles still do.
+  static constexpr bool kRegFp8 = FP8 && D == 128;
+  static constexpr size_t kConvertedBytes =
+      FP8 && (LARGE || !kRegFp8) ? size_t(kKeys) * D * 2 * 2 : 0;  // 16-bit K + V
   static constexpr size_t kStageRegion = kConvertedBytes + kStages * kStageBytes;
   // Bad-key masks: 64 bits per stage, in kStages + 1 slots (a stage's mask is written while the
   // previous stage's slot is the only one no warp reads).
@@ -74,7 +78,7 @@ __device__ __forceinline__ int swz(int r, int c) {
 
 // One tile of one sequence for one KV head and KV split. WM = warps along rows (1: small tile,
 // 4: large tile). FP8: the caches hold fp8 (p.kv_e5m2 says which), scaled by k_scale / v_scale.
-template <typename T, int D, bool LARGE, bool FP8, int WM>
+template <typename T, int D, bool LARGE, bool FP8, int WM, bool E5M2 = false>
 __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int page_shift, int seq,
                                             int q_begin, int q_len, int tile, int kv_head,
                                             unsigned char* smem, float* __restrict__ ws_out,
@@ -94,6 +98,15 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
   constexpr int PASSES = KT / KEYS_PER_PASS;
   constexpr int NT = D / WD / 8;                      // 8-column output tiles per warp
   static_assert(WM * WK * WD == 4 && R <= C::kQRows, "4 warps; the tile fits the query buffer");
+  // fp8 small tiles with D = 128: the stages stay fp8 bytes (16-byte chunks swizzled like the
+  // 16-bit ones) and each warp converts the fragments it loads. ldmatrix on the bytes as b16 pairs
+  // gives a lane 4 consecutive bytes of a key row; the queries are stored with their head dims
+  // permuted within each 16 (logical 2j+e <- 4j+e, 8+2j+e <- 4j+2+e) so those 4 bytes are exactly
+  // the lane's B fragment of S = Q K^T. V is loaded transposed: a lane gets 2 keys x 2 adjacent dims
+  // and splits them (even dims, odd dims) into two 8-column tiles of O, whose columns are therefore
+  // 16 c + 2 n + parity. No conversion pass, no second barrier per stage, no 16-bit buffer.
+  constexpr bool kRegFp8 = FP8 && WM == 1 && C::kRegFp8;
+  static_assert(!kRegFp8 || (WD == 1 && D == 128), "the register path: one warp over all columns");
   const int split = blockIdx.y, num_splits = gridDim.y;
   const int G = int(p.num_q_heads / p.num_kv_heads);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -127,12 +140,28 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
 
   // Queries of the tile's rows; rows past the chunk read as 0.
   const T* q = static_cast<const T*>(p.q);
-  for (int c = tid; c < R * CPK; c += kTileThreads) {
-    const int r = c / CPK, ch = c % CPK;
-    const bool live = r < rows_here;
-    const int64_t rr = row0 + (live ? r : 0);
-    const int64_t token = q_begin + rr / G, head = int64_t(kv_head) * G + rr % G;
-    cp_async_16(sQ + swz<D>(r, ch), q + (token * p.num_q_heads + head) * D + ch * 8, live);
+  if constexpr (kRegFp8) {  // each 16 head dims permuted (see kRegFp8): through registers
+    for (int c = tid; c < R * CPK / 2; c += kTileThreads) {
+      const int r = c / (CPK / 2), blk = c % (CPK / 2);
+      uint4 lo = make_uint4(0u, 0u, 0u, 0u), hi = lo;
+      if (r < rows_here) {
+        const int64_t rr = row0 + r;
+        const int64_t token = q_begin + rr / G, head = int64_t(kv_head) * G + rr % G;
+        const uint4* src = reinterpret_cast<const uint4*>(q + (token * p.num_q_heads + head) * D + blk * 16);
+        lo = src[0];
+        hi = src[1];
+      }
+      *reinterpret_cast<uint4*>(sQ + swz<D>(r, 2 * blk)) = make_uint4(lo.x, lo.z, hi.x, hi.z);
+      *reinterpret_cast<uint4*>(sQ + swz<D>(r, 2 * blk + 1)) = make_uint4(lo.y, lo.w, hi.y, hi.w);
+    }
+  } else {
+    for (int c = tid; c < R * CPK; c += kTileThreads) {
+      const int r = c / CPK, ch = c % CPK;
+      const bool live = r < rows_here;
+      const int64_t rr = row0 + (live ? r : 0);
+      const int64_t token = q_begin + rr / G, head = int64_t(kv_head) * G + rr % G;
+      cp_async_16(sQ + swz<D>(r, ch), q + (token * p.num_q_heads + head) * D + ch * 8, live);
+    }
   }
 
   // Each thread copies chunk `my_chunk` of keys my_key0 + i * KEYS_PER_PASS of every stage. The
@@ -171,7 +200,8 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
       const int page = pages[key];
       const bool valid = j < k_end && !bad_id(page);  // a bad page is marked, not read
       const int64_t off = valid ? int64_t(page) * p.page_stride + int64_t(j & page_mask) * p.slot_stride : 0;
-      const int at = FP8 ? key * D + my_chunk * 16 : swz<D>(key, my_chunk);
+      const int at = kRegFp8 ? key * D + ((my_chunk ^ (key & 7)) << 4)
+                             : (FP8 ? key * D + my_chunk * 16 : swz<D>(key, my_chunk));
       cp_async_16(sK + at, k_base + off, valid);
       cp_async_16(sV + at, v_base + off, valid);
     }
@@ -242,13 +272,17 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
     if (next < num_tiles) issue_stage(next);
     cp_async_commit();
     const int pending_page = (tid < KT && next + 1 < num_tiles) ? lookup(next + 1) : 0;
-    if constexpr (FP8) {
+    if constexpr (FP8 && !kRegFp8) {
       convert_stage(t);  // the barrier above: every warp is done reading the previous stage
       __syncthreads();
     }
 
-    const T* sK = FP8 ? sStage : sStage + (t % STAGES) * 2 * KT * D;
-    const T* sV = sK + KT * D;
+
+    [[maybe_unused]] const T* sK = FP8 ? sStage : sStage + (t % STAGES) * 2 * KT * D;
+    [[maybe_unused]] const T* sV = sK + KT * D;
+    // (the register path reads stage t's fp8 bytes where they landed)
+    [[maybe_unused]] const uint8_t* rawK = reinterpret_cast<const uint8_t*>(sRaw + (t % STAGES) * 2 * KT * D);
+    [[maybe_unused]] const uint8_t* rawV = rawK + KT * D;
     const int tile_start = k_begin + t * KT;
     const int mask_slot = (t % C::kMaskSlots) * 2;
     const uint64_t bad_keys =
@@ -266,18 +300,39 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
       float s[SUB / 8][4];
 #pragma unroll
       for (int n = 0; n < SUB / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+      if constexpr (kRegFp8) {
 #pragma unroll
-      for (int ks = 0; ks < D / 16; ks += 2) {
-        uint32_t a0[4], a1[4];
-        ldmatrix_x4(a0, sQ + swz<D>(q_row, ks * 2 + (lane >> 4)));
-        ldmatrix_x4(a1, sQ + swz<D>(q_row, ks * 2 + 2 + (lane >> 4)));
+        for (int ks = 0; ks < D / 16; ks += 4) {  // four k-steps: one ldmatrix_x4 of bytes per key tile
+          uint32_t a[4][4];
 #pragma unroll
-        for (int n = 0; n < SUB / 8; ++n) {
-          const int kr = key0 + n * 8 + (lane & 7);
-          uint32_t bf[4];
-          ldmatrix_x4(bf, sK + swz<D>(kr, ks * 2 + (lane >> 3)));
-          mma_16816<T>(s[n], a0, bf);
-          mma_16816<T>(s[n], a1, bf + 2);
+          for (int i = 0; i < 4; ++i) ldmatrix_x4(a[i], sQ + swz<D>(q_row, (ks + i) * 2 + (lane >> 4)));
+#pragma unroll
+          for (int n = 0; n < SUB / 8; ++n) {
+            const int kr = key0 + n * 8 + (lane & 7);
+            uint32_t raw[4];  // matrix i: k-step ks + i (one 16-byte chunk of each of 8 keys)
+            ldmatrix_x4(raw, rawK + kr * D + (((ks + (lane >> 3)) ^ (kr & 7)) << 4));
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+              const uint32_t bf[2] = {half2_bits_as<T>(fp8x2_to_half2_bits(raw[i] & 0xFFFFu, E5M2)),
+                                      half2_bits_as<T>(fp8x2_to_half2_bits(raw[i] >> 16, E5M2))};
+              mma_16816<T>(s[n], a[i], bf);
+            }
+          }
+        }
+      } else {
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ks += 2) {
+          uint32_t a0[4], a1[4];
+          ldmatrix_x4(a0, sQ + swz<D>(q_row, ks * 2 + (lane >> 4)));
+          ldmatrix_x4(a1, sQ + swz<D>(q_row, ks * 2 + 2 + (lane >> 4)));
+#pragma unroll
+          for (int n = 0; n < SUB / 8; ++n) {
+            const int kr = key0 + n * 8 + (lane & 7);
+            uint32_t bf[4];
+            ldmatrix_x4(bf, sK + swz<D>(kr, ks * 2 + (lane >> 3)));
+            mma_16816<T>(s[n], a0, bf);
+            mma_16816<T>(s[n], a1, bf + 2);
+          }
         }
       }
 
@@ -340,12 +395,33 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
         a[2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
         a[3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
         const int vr = key0 + kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+        if constexpr (kRegFp8) {
+          // Matrices: keys 0-7 and 8-15 of chunk c, then of chunk c + 1 (16 dims each). A lane's
+          // register holds keys 2q, 2q+1 x dims 2g, 2g+1 (q = lane % 4, g = lane / 4): its bytes
+          // 0 and 2 are the even-dim tile's B pair, 1 and 3 the odd-dim tile's.
 #pragma unroll
-        for (int n = 0; n < NT; n += 2) {
-          uint32_t bf[4];
-          ldmatrix_x4_trans(bf, sV + swz<D>(vr, col0 / 8 + n + (lane >> 4)));
-          mma_16816<T>(acc[n], a, bf);
-          mma_16816<T>(acc[n + 1], a, bf + 2);
+          for (int c = 0; c < D / 16; c += 2) {
+            uint32_t raw[4];
+            ldmatrix_x4_trans(raw, rawV + vr * D + (((c + (lane >> 4)) ^ (vr & 7)) << 4));
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const uint32_t lo = __byte_perm(raw[2 * h], 0u, 0x3120), hi = __byte_perm(raw[2 * h + 1], 0u, 0x3120);
+              const uint32_t even[2] = {half2_bits_as<T>(fp8x2_to_half2_bits(lo & 0xFFFFu, E5M2)),
+                                        half2_bits_as<T>(fp8x2_to_half2_bits(hi & 0xFFFFu, E5M2))};
+              const uint32_t odd[2] = {half2_bits_as<T>(fp8x2_to_half2_bits(lo >> 16, E5M2)),
+                                       half2_bits_as<T>(fp8x2_to_half2_bits(hi >> 16, E5M2))};
+              mma_16816<T>(acc[2 * (c + h)], a, even);
+              mma_16816<T>(acc[2 * (c + h) + 1], a, odd);
+            }
+          }
+        } else {
+#pragma unroll
+          for (int n = 0; n < NT; n += 2) {
+            uint32_t bf[4];
+            ldmatrix_x4_trans(bf, sV + swz<D>(vr, col0 / 8 + n + (lane >> 4)));
+            mma_16816<T>(acc[n], a, bf);
+            mma_16816<T>(acc[n + 1], a, bf + 2);
+          }
         }
       }
     }
@@ -370,6 +446,10 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
     return (q_begin + rr / G) * p.num_q_heads + int64_t(kv_head) * G + rr % G;
   };
   const float v_mul = FP8 ? opt.v_scale : 1.f;  // a value is v_cache * v_scale
+  // The output column of accumulator acc[n][2 h + e] (the register path's tiles: see kRegFp8).
+  auto acc_col = [&](int n, int e) {
+    return kRegFp8 ? col0 + 16 * (n / 2) + 4 * (lane & 3) + 2 * e + (n & 1) : col0 + n * 8 + (lane & 3) * 2 + e;
+  };
   auto store = [&](int64_t row, int d, float o) {
     if (num_splits == 1) static_cast<T*>(p.out)[row * D + d] = from_float<T>(o);
     else ws_out[(split * num_rows + row) * D + d] = o;
@@ -391,9 +471,8 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
       const float inv = l[h] > 0.f ? v_mul / l[h] : 0.f;
 #pragma unroll
       for (int n = 0; n < NT; ++n) {
-        const int d = n * 8 + (lane & 3) * 2;
-        store(row, d, bad ? NAN : acc[n][2 * h] * inv);
-        store(row, d + 1, bad ? NAN : acc[n][2 * h + 1] * inv);
+        store(row, acc_col(n, 0), bad ? NAN : acc[n][2 * h] * inv);
+        store(row, acc_col(n, 1), bad ? NAN : acc[n][2 * h + 1] * inv);
       }
       if ((lane & 3) == 0) {
         store_lse(row, bad ? NAN : (l[h] > 0.f ? (m[h] + __log2f(l[h])) * kLn2 : -INFINITY));
@@ -410,9 +489,8 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
       const int r = lane / 4 + 8 * h;
 #pragma unroll
       for (int n = 0; n < NT; ++n) {
-        const int d = col0 + n * 8 + (lane & 3) * 2;
-        sAcc[(wk * 16 + r) * D + d] = acc[n][2 * h];
-        sAcc[(wk * 16 + r) * D + d + 1] = acc[n][2 * h + 1];
+        sAcc[(wk * 16 + r) * D + acc_col(n, 0)] = acc[n][2 * h];
+        sAcc[(wk * 16 + r) * D + acc_col(n, 1)] = acc[n][2 * h + 1];
       }
       if ((lane & 3) == 0 && wd == 0) {
         sM[wk * 16 + r] = m[h];
@@ -527,7 +605,14 @@ __global__ void __launch_bounds__(kTileThreads)
       return;
     }
   }
-  if (!large) attend_tile<T, D, LARGE, FP8, 1>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
+  if (large) return;
+  if constexpr (TileConfig<D, LARGE, FP8>::kRegFp8) {  // (the fp8 format as a constant in the math)
+    if (p.kv_e5m2) {
+      attend_tile<T, D, LARGE, FP8, 1, true>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
+      return;
+    }
+  }
+  attend_tile<T, D, LARGE, FP8, 1>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
 }
 
 }  // namespace jaxpaged

@@ -4,7 +4,8 @@ mla_piece_tiles), for checking schedule changes without a GPU: every tile of eve
 processed exactly once, the partitions that walk a sequence are seq_first_part .. + seq_pieces, a
 cut sequence is its partitions' first or last (the merge's slot rule), no two sequences write one
 field, and it counts empty pieces (a partition walking a sequence with tiles but none of them).
-`patched=True` models bench/experiments/2026-11-24_mla_no_empty_pieces.patch.
+`patched=True` models main since 316e5a1 (the schedule without empty pieces); `patched=False`
+the schedule before it.
 
     python tools/mla_schedule_model.py
 """
@@ -86,5 +87,5 @@ for patched in (False, True):
         parts = random.choice([1, 2, 3, 7, 66, 132, 160])
         e, _ = check(tiles, parts, patched)
         tot_empty += e
-    print("patched" if patched else "main", "empty pieces over all trials:", tot_empty)
+    print("main (316e5a1+)" if patched else "before 316e5a1", "empty pieces over all trials:", tot_empty)
 print("B=4 ctx4k:", check([64] * 4, 66, False), check([64] * 4, 66, True))

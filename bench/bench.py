@@ -74,6 +74,7 @@ class Mla:
     varlen: tuple[int, int] | None = None
     cache: str = "bf16"  # "fp8": e4m3 combined with kv_scale; "656": DeepSeek-V3.2's rows
     topk: int = 0  # > 0: sparse decode (mla_decode_sparse) over topk distinct tokens of each row's context
+    ds_dequant: str = "bfloat16"  # 656-byte rows: "bfloat16" (FlashMLA's reading; the wgmma kernel) or "float32"
 
 
 CONFIGS = [
@@ -105,13 +106,15 @@ CONFIGS = [
     Mla("mla_fp8_h128_b64_ctx4k", cache="fp8"),
     Mla("mla_fp8_h128_b128_ctx8k", batch=128, ctx=8192, cache="fp8"),
     Mla("mla_fp8_h16_b128_ctx4k", heads=16, batch=128, cache="fp8"),
-    Mla("mla_656_h128_b64_ctx4k", cache="656"),  # (dense 656-byte rows: the portable kernel today)
+    Mla("mla_656_h128_b64_ctx4k", cache="656"),
+    Mla("mla_656exact_h128_b64_ctx4k", cache="656", ds_dequant="float32"),  # (exact: the portable kernel)
     Mla("sparse_h128_b64_topk2048", cache="656", topk=2048),
     Mla("sparse_h128_b128_topk2048", cache="656", batch=128, topk=2048),
     Mla("sparse_h64_b64_topk2048", cache="656", heads=64, topk=2048),
     Mla("sparse_h128_sq2_b32_topk2048", cache="656", batch=32, s_q=2, topk=2048),
     Mla("sparse_h128_b64_topk2048_bf16", topk=2048),
     Mla("sparse_h128_b64_topk2048_page1", cache="656", page=1, topk=2048),
+    Mla("sparse_h128_b64_topk2048_exact", cache="656", topk=2048, ds_dequant="float32"),
 ]
 
 
@@ -182,6 +185,8 @@ def mla_inputs(cfg: Mla, rng):
 
 def run_config(cfg, rng, copy_GBps, ours_only=False, ours_step=False):
     rec = {"config": cfg.name}
+    if isinstance(cfg, Mla) and cfg.cache == "656":
+        rec["ds_dequant"] = cfg.ds_dequant
     per_step = None
     if isinstance(cfg, Paged):
         args, kv_bytes, flops = paged_inputs(cfg, rng)
@@ -199,6 +204,8 @@ def run_config(cfg, rng, copy_GBps, ours_only=False, ours_step=False):
     elif cfg.topk:
         args, kv_bytes, flops = mla_inputs(cfg, rng)
         opts = dict(scale=1.0 / math.sqrt(192.0))
+        if cfg.cache == "656":
+            opts["ds_dequant"] = cfg.ds_dequant
         ours_q = lambda q_nope, *ops: jaxpaged.mla_decode_sparse(q_nope, *ops, **opts)[0]  # noqa: E731
         ref = jax.jit(lambda *a: reference.mla_decode_sparse(*a, **opts)[0])
         peer_fns = {"flashmla": lambda: peers.flashmla_sparse(cfg, args, opts["scale"])}
@@ -207,6 +214,8 @@ def run_config(cfg, rng, copy_GBps, ours_only=False, ours_step=False):
         opts = dict(scale=1.0 / math.sqrt(192.0), causal=cfg.causal)
         if cfg.cache == "fp8":
             opts["kv_scale"] = MLA_KV_SCALE
+        if cfg.cache == "656":
+            opts["ds_dequant"] = cfg.ds_dequant
         ours_q = lambda q_nope, *ops, plan=None: jaxpaged.mla_decode(q_nope, *ops, **opts, plan=plan)[0]  # noqa: E731
         ref = jax.jit(lambda *a: reference.mla_decode(*a, **opts)[0])
         peer_fns = {"flashmla": lambda: peers.flashmla(cfg, args, opts["scale"])}

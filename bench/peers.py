@@ -175,6 +175,8 @@ def flashmla_sparse(cfg, args, scale: float):
     index lists (its cache as float8_e4m3fn [P, 64, 1, 656], no block table)."""
     if cfg.page != 64 or cfg.cache != "656":
         return None, "FlashMLA's sparse decode takes 656-byte rows in 64-token pages"
+    if cfg.ds_dequant != "bfloat16":  # (its time is the bfloat16 config's: not timed again)
+        return None, "FlashMLA reads 656-byte rows with bf16 dequantization only"
     try:
         import flash_mla
         import torch

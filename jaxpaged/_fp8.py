@@ -51,13 +51,26 @@ def pack_ds_rows(latent, rope):
                             _bytes(jnp.asarray(rope, jnp.bfloat16), _DS_ROPE)], axis=-1)
 
 
-def unpack_ds_rows(rows):
-    """uint8 [..., 656] rows as (latent [..., 512], rope [..., 64]) float32."""
+def round_to_bf16(x):
+    """float32 x rounded to the nearest bfloat16 value (ties to even; NaN stays NaN), as float32.
+    In integer arithmetic: XLA may drop a float32 -> bfloat16 -> float32 convert pair (on GPUs,
+    with its default xla_allow_excess_precision), which would skip the rounding."""
+    bits = jax.lax.bitcast_convert_type(jnp.asarray(x, jnp.float32), jnp.uint32)
+    rounded = (bits + jnp.uint32(0x7FFF) + ((bits >> 16) & jnp.uint32(1))) & jnp.uint32(0xFFFF0000)
+    return jnp.where(jnp.isnan(x), x, jax.lax.bitcast_convert_type(rounded, jnp.float32))
+
+
+def unpack_ds_rows(rows, dequant="float32"):
+    """uint8 [..., 656] rows as (latent [..., 512], rope [..., 64]) float32: a latent value is its
+    e4m3 value times its group's scale in float32, with dequant="bfloat16" then rounded to
+    bfloat16 (to nearest even)."""
     lead = rows.shape[:-1]
     values = jax.lax.bitcast_convert_type(rows[..., :_DS_LATENT], jnp.float8_e4m3fn)
     scales = jax.lax.bitcast_convert_type(
         rows[..., _DS_LATENT:_DS_LATENT + _DS_SCALES].reshape(lead + (4, 4)), jnp.float32)
     latent = (values.astype(jnp.float32).reshape(lead + (4, DS_GROUP)) * scales[..., None]).reshape(lead + (512,))
+    if dequant == "bfloat16":
+        latent = round_to_bf16(latent)
     rope = jax.lax.bitcast_convert_type(
         rows[..., _DS_LATENT + _DS_SCALES:].reshape(lead + (64, 2)), jnp.bfloat16).astype(jnp.float32)
     return latent, rope

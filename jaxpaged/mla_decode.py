@@ -18,6 +18,7 @@ ROPE_DIM = 64     # rotary part of the key
 
 
 OPTION_WORDS = 2  # traced options: scale, kv_scale (float32 bits)
+DS_DEQUANT = ("float32", "bfloat16")  # how 656-byte rows are read (reference._mla_tokens)
 
 
 def check_queries_and_caches(q_nope, q_pe, ckv_cache, kpe_cache):
@@ -62,7 +63,7 @@ class _MlaDecode(_spec.OpSpec):
     """Operands: q_nope, q_pe, ckv_cache, kpe_cache (ckv_cache again for the combined layout),
     kv_lens, block_tables, options (int32 [2] when an option is traced, read by the kernels from
     the device; else [0]), plan (a schedule from mla_decode_plan, else int32 [0]). Params: scale,
-    kv_scale (ignored when options has words), causal, plan_rows / plan_capacity (what the plan was
+    kv_scale (ignored when options has words), ds_bf16 (656-byte rows: bf16 dequantization), causal, plan_rows / plan_capacity (what the plan was
     made for; 0 without one: the GPU handler uses a plan only for a call of that size).
     Results: out, lse. Caches: q's dtype; fp8 (combined, or the latent with a 16-bit rope cache),
     scaled by kv_scale; or DeepSeek-V3.2's uint8 [.., 656] rows (passed twice, like combined)."""
@@ -70,7 +71,7 @@ class _MlaDecode(_spec.OpSpec):
     name = "mla_decode"
 
     def abstract_eval(self, q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, options, plan, *, scale,
-                      kv_scale, causal, plan_rows, plan_capacity):
+                      kv_scale, ds_bf16, causal, plan_rows, plan_capacity):
         batch, s_q, num_heads, _, page_size = check_queries_and_caches(q_nope, q_pe, ckv_cache, kpe_cache)
         _checks.check_int32("kv_lens", kv_lens, (batch,), "[B]")
         if block_tables.ndim != 2:
@@ -88,7 +89,8 @@ class _MlaDecode(_spec.OpSpec):
         batch, s_q, num_heads, _ = q_nope.shape
         return _extension.mla_decode_workspace_bytes(
             batch=batch, s_q=s_q, num_heads=num_heads, max_pages=block_tables.shape[1],
-            page_size=ckv_cache.shape[1], device=device, **cache_dtypes(q_nope, ckv_cache, kpe_cache))
+            page_size=ckv_cache.shape[1], device=device, ds_bf16=bool(params["ds_bf16"]),
+            **cache_dtypes(q_nope, ckv_cache, kpe_cache))
 
     def batch(self, args, dims, **params):
         """vmap folds the mapped axis into the batch axis (pages offset when the caches are mapped);
@@ -217,7 +219,7 @@ def _plan_operands(plan, batch, rows, capacity):
 
 
 def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, scale, causal=False, sinks=None,
-               kv_scale=None, plan=None):
+               kv_scale=None, plan=None, ds_dequant="float32"):
     """DeepSeek multi-head latent attention decode over a paged latent cache.
 
     Args:
@@ -227,8 +229,10 @@ def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, sca
         or the combined [num_pages, page_size, 576] layout (latent then rope) with kpe_cache=None.
         Quantized caches: float8_e4m3fn (or e5m2) combined, or an fp8 latent cache with a 16-bit
         kpe_cache, read as value * kv_scale; or DeepSeek-V3.2's uint8 [num_pages, page_size, 656]
-        rows with kpe_cache=None (jaxpaged.write_mla_kv writes all of them). On a GPU these run
-        the portable CUDA-core kernel for now (correct, not fast: no tensor cores).
+        rows with kpe_cache=None (jaxpaged.write_mla_kv writes all of them). On a Hopper GPU the
+        tensor-core kernel reads 16-bit caches, fp8 combined caches and (with
+        ds_dequant="bfloat16") 656-byte rows; the rest runs the portable CUDA-core kernel
+        (correct, far slower).
       kv_lens: int32 [B]; block_tables: int32 [B, max_pages].
       scale: score scale (required: MLA's softmax scale uses the pre-absorption head dim); a Python
         number or a traced scalar (read by the kernels on the device).
@@ -237,6 +241,9 @@ def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, sca
       kv_scale: fp8 caches only: per-tensor scale (default 1.0; a Python number or traced scalar).
       plan: None, or mla_decode_plan(kv_lens, block_tables, ...) made for these kv_lens (once per
         serving step for all layers); the results are the same either way.
+      ds_dequant: how 656-byte rows are read: "float32" (each e4m3 value times its group's scale,
+        exactly) or "bfloat16" (that product rounded to bfloat16 first, as FlashMLA's kernels read
+        the format; not with float16 queries; with bfloat16 queries the fast path on Hopper GPUs).
 
     Returns:
       (out [B, s_q, Hq, 512] in q's dtype, lse [B, s_q, Hq] float32). Exact rule:
@@ -247,7 +254,8 @@ def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, sca
                          "jax.jit(f, static_argnames=('causal',))")
     kv_lens = _checks.index_array("kv_lens", kv_lens)
     block_tables = _checks.index_array("block_tables", block_tables, out_of_range=-1)
-    kpe_cache, options, attrs, sinks = prepare(q_nope, ckv_cache, kpe_cache, scale, kv_scale, sinks, "mla_decode")
+    kpe_cache, options, attrs, sinks = prepare(q_nope, ckv_cache, kpe_cache, scale, kv_scale, sinks, "mla_decode",
+                                               ds_dequant)
     batch, s_q, num_heads = (jnp.shape(q_nope) + (0, 0, 0))[:3]
     capacity = (jnp.shape(block_tables) + (0, 0))[1] * (jnp.shape(ckv_cache) + (0, 0))[1]
     plan, plan_attrs = _plan_operands(plan, batch, s_q * num_heads, capacity)
@@ -274,10 +282,11 @@ def sequences_and_heads_plan(q_shape, rest):
     return plan
 
 
-def prepare(q_nope, ckv_cache, kpe_cache, scale, kv_scale, sinks, op: str):
+def prepare(q_nope, ckv_cache, kpe_cache, scale, kv_scale, sinks, op: str, ds_dequant="float32"):
     """The arguments dense and sparse MLA decode share, checked and as their primitives take them:
     (kpe_cache - ckv_cache again for a combined or 656-byte cache -, options operand,
-    {scale, kv_scale} attributes, sinks)."""
+    {scale, kv_scale, ds_bf16} attributes, sinks)."""
+    ds_bf16 = check_ds_dequant(ds_dequant, q_nope, ckv_cache)
     if scale is None:
         raise ValueError(f"scale is required for {op} (e.g. 1/sqrt(128 + 64) for DeepSeek-V3)")
     traced = _checks.any_traced(scale, kv_scale)
@@ -297,5 +306,20 @@ def prepare(q_nope, ckv_cache, kpe_cache, scale, kv_scale, sinks, op: str):
     if sinks is not None:
         sinks = _sinks.check_sinks(sinks, jnp.shape(q_nope)[2] if jnp.ndim(q_nope) == 4 else -1)
     if traced:  # the attributes are then unused
-        return kpe_cache, _checks.option_words(scale, kv_scale), dict(scale=0.0, kv_scale=0.0), sinks
-    return kpe_cache, jnp.zeros(_checks.EMPTY_OPERAND, jnp.int32), dict(scale=scale, kv_scale=kv_scale), sinks
+        return kpe_cache, _checks.option_words(scale, kv_scale), dict(scale=0.0, kv_scale=0.0, ds_bf16=ds_bf16), sinks
+    return (kpe_cache, jnp.zeros(_checks.EMPTY_OPERAND, jnp.int32), dict(scale=scale, kv_scale=kv_scale, ds_bf16=ds_bf16),
+            sinks)
+
+
+def check_ds_dequant(ds_dequant, q_nope, ckv_cache) -> int:
+    """ds_dequant checked against the call; returns the ds_bf16 attribute (0 or 1)."""
+    if not isinstance(ds_dequant, str) or ds_dequant not in DS_DEQUANT:
+        raise ValueError(f"ds_dequant must be one of {DS_DEQUANT}; got {ds_dequant!r}")
+    if ds_dequant == "float32":
+        return 0
+    if jnp.result_type(ckv_cache) != jnp.uint8:
+        raise ValueError(f"ds_dequant='bfloat16' applies to DeepSeek-V3.2's uint8 [.., 656] rows only; "
+                         f"ckv_cache is {jnp.result_type(ckv_cache)}")
+    if jnp.result_type(q_nope) == jnp.float16:  # (the kernels would hold bf16 values in float16)
+        raise ValueError("ds_dequant='bfloat16' needs bfloat16 (or float32) queries; q_nope is float16")
+    return 1

@@ -130,21 +130,22 @@ def _lse(m, l):
     return jnp.where(empty, -jnp.inf, m + jnp.log(jnp.where(empty, 1.0, l)))
 
 
-def _mla_tokens(ckv_cache, kpe_cache, kv_scale, pages, slots):
+def _mla_tokens(ckv_cache, kpe_cache, kv_scale, ds_dequant, pages, slots):
     """(latent [..., 512], rope [..., 64]) float32 of the cached MLA tokens at (pages, slots), read
-    from any cache format (fp8 parts scaled by kv_scale, default 1.0)."""
+    from any cache format (fp8 parts scaled by kv_scale, default 1.0; 656-byte rows as
+    _fp8.unpack_ds_rows(rows, ds_dequant))."""
     def read(part):
         return part.astype(jnp.float32) * ((1.0 if kv_scale is None else kv_scale) if _fp8.is_fp8(part.dtype) else 1.0)
     rows = ckv_cache[pages, slots]
     if ckv_cache.dtype == jnp.uint8:
-        return _fp8.unpack_ds_rows(rows)
+        return _fp8.unpack_ds_rows(rows, ds_dequant)
     if kpe_cache is None:
         return read(rows[..., :512]), read(rows[..., 512:])
     return read(rows), read(kpe_cache[pages, slots])
 
 
 def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, scale, causal=False, sinks=None,
-               kv_scale=None):
+               kv_scale=None, ds_dequant="float32"):
     """Reference MLA decode. For batch row b with L = clip(kv_lens[b], 0, max_pages*page_size):
 
     * key j (0 <= j < L) is the cache row at page block_tables[b, j // page_size], slot
@@ -157,10 +158,11 @@ def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, sca
       outside [0, num_pages), all of row b's outputs and lse are NaN.
     * sinks [Hq]: as in paged_attention (a denominator term exp(sinks[h]); lse excludes it).
     * Quantized caches are read as float32 first: fp8 parts as value * kv_scale (default 1.0);
-      DeepSeek-V3.2's uint8 [.., 656] rows as _fp8.unpack_ds_rows says.
+      DeepSeek-V3.2's uint8 [.., 656] rows as _fp8.unpack_ds_rows says: value x group scale in
+      float32, or with ds_dequant="bfloat16" that product rounded to bfloat16.
     """
     B, s_q, H, DL = q_nope.shape
-    tokens = functools.partial(_mla_tokens, ckv_cache, kpe_cache, kv_scale)
+    tokens = functools.partial(_mla_tokens, ckv_cache, kpe_cache, kv_scale, ds_dequant)
     num_pages, page_size, _ = ckv_cache.shape
     max_pages = block_tables.shape[1]
     capacity = max_pages * page_size
@@ -197,13 +199,13 @@ def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, sca
 
 
 def mla_decode_sparse(q_nope, q_pe, ckv_cache, kpe_cache, indices, *, scale, topk_lens=None, kv_scale=None,
-                      sinks=None):
+                      sinks=None, ds_dequant="float32"):
     """Reference sparse (top-k) MLA decode (DeepSeek-V3.2). Query i of batch row b attends the
     cache tokens named by indices[b, i, :n] with n = clip(topk_lens[b], 0, topk) (all topk when
     topk_lens is None): an index is a token slot page * page_size + offset of the cache (whose page
     axis is the token pool: no block table); one that is negative or >= num_pages * page_size is no
     key, and a duplicate counts as often as it appears. Scores, output, lse, sinks and cache
-    formats as in mla_decode; a row with no key gets out 0, lse -inf; a NaN in a cache row that
+    formats (ds_dequant included) as in mla_decode; a row with no key gets out 0, lse -inf; a NaN in a cache row that
     a row's indices name makes that row NaN (only named rows are read).
     """
     B, s_q, H, _ = q_nope.shape
@@ -215,7 +217,7 @@ def mla_decode_sparse(q_nope, q_pe, ckv_cache, kpe_cache, indices, *, scale, top
         qn, qp, idx, n = args
         keep = (idx >= 0) & (idx < num_pages * page_size) & (jnp.arange(topk) < n)  # [s_q, topk]
         safe = jnp.where(keep, idx, 0)
-        latent, rope = _mla_tokens(ckv_cache, kpe_cache, kv_scale, safe // page_size, safe % page_size)
+        latent, rope = _mla_tokens(ckv_cache, kpe_cache, kv_scale, ds_dequant, safe // page_size, safe % page_size)
         c = jnp.where(keep[..., None], latent, 0.0)  # [s_q, topk, 512]; skipped keys read nothing
         r = jnp.where(keep[..., None], rope, 0.0)
         hp = jax.lax.Precision.HIGHEST

@@ -183,7 +183,7 @@ def _mla_dense(w, tokens, ds_rows, written):
         qp = _mm(x, w[f"wqp{i}"]).astype(jnp.float32).reshape(n, MLA_HEADS, ROPE)
         c, r = (_mm(x, w[f"w{t}{i}"]).astype(jnp.float32) for t in "cr")
         if ds_rows:
-            c, r = _fp8.unpack_ds_rows(_fp8.pack_ds_rows(c, r))
+            c, r = _fp8.unpack_ds_rows(_fp8.pack_ds_rows(c, r), ds_rows)
         _check_written(i, "latent", c, written[i][0], jnp.float8_e4m3fn if ds_rows else DTYPE)
         _check_written(i, "rope", r, written[i][1], jnp.bfloat16 if ds_rows else DTYPE)
         c, r = (jnp.asarray(v) for v in written[i])
@@ -194,7 +194,8 @@ def _mla_dense(w, tokens, ds_rows, written):
     return x @ w["unembed"]
 
 
-@pytest.mark.parametrize("ds_rows, use_plan", [(False, False), (False, True), (True, True)])
+# ds_rows: None (a bf16 combined cache) or 656-byte rows read with that ds_dequant.
+@pytest.mark.parametrize("ds_rows, use_plan", [(None, False), (None, True), ("float32", True), ("bfloat16", False)])
 def test_mla_decode_loop_matches_dense_model(rng, ds_rows, use_plan):
     w = _mla_model(rng)
     tokens = [t[:PROMPTS[1] + STEPS] for t in _tokens(rng)]  # equal lengths: one s_q per call
@@ -216,7 +217,8 @@ def test_mla_decode_loop_matches_dense_model(rng, ds_rows, use_plan):
             qp = _mm(x, w[f"wqp{i}"]).reshape(2, -1, MLA_HEADS, ROPE)
             c, r = (_mm(x, w[f"w{t}{i}"]).reshape(-1, w[f"w{t}{i}"].shape[1]) for t in "cr")
             cache, _ = jaxpaged.write_mla_kv(cache, None, c, r, slots)
-            o, _ = jaxpaged.mla_decode(qn, qp, cache, None, lengths, tables, scale=SCALE, causal=True, plan=plan)
+            o, _ = jaxpaged.mla_decode(qn, qp, cache, None, lengths, tables, scale=SCALE, causal=True, plan=plan,
+                                       ds_dequant=ds_rows or "float32")
             x = x + o.reshape(2, -1, MLA_HEADS * LATENT).astype(jnp.float32) @ w[f"wo{i}"]
             new.append(cache)
         return x @ w["unembed"], new
@@ -233,6 +235,6 @@ def test_mla_decode_loop_matches_dense_model(rng, ds_rows, use_plan):
         pos = np.arange(toks.shape[1])
         rows = [c.reshape(-1, c.shape[-1])[tables[s, pos // PAGE] * PAGE + pos % PAGE] for c in caches]
         written = [tuple(np.asarray(v, np.float32) for v in
-                         (_fp8.unpack_ds_rows(r) if ds_rows else (r[:, :LATENT], r[:, LATENT:]))) for r in rows]
+                         (_fp8.unpack_ds_rows(r, ds_rows) if ds_rows else (r[:, :LATENT], r[:, LATENT:]))) for r in rows]
         dense = _mla_dense(w, jnp.asarray(toks[s]), ds_rows, written)
         np.testing.assert_allclose(paged[s], np.asarray(dense), atol=TOL, rtol=TOL)

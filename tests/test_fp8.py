@@ -63,8 +63,8 @@ def test_paged_fp8_vmap_over_caches(rng):
 def _mla_caches(case, fmt):
     """The case's bf16 combined cache in another format: (ckv_cache, kpe_cache, kwargs)."""
     latent, rope = case.ckv_cache[..., :512], case.ckv_cache[..., 512:]
-    if fmt == "656":
-        return _fp8.pack_ds_rows(latent, rope), None, {}
+    if fmt.startswith("656"):  # "656 bf16": read with bf16 dequantization (the Hopper kernel's path)
+        return _fp8.pack_ds_rows(latent, rope), None, dict(ds_dequant="bfloat16") if fmt.endswith("bf16") else {}
     if fmt.startswith("fp8 combined"):
         dtype = jnp.float8_e5m2 if fmt.endswith("e5m2") else jnp.float8_e4m3fn
         return _fp8.quantize(case.ckv_cache, 0.01, dtype), None, dict(kv_scale=0.01)
@@ -79,7 +79,7 @@ def _latent_amax(case):
                      for b, n in enumerate(np.asarray(case.kv_lens))])
 
 
-@pytest.mark.parametrize("fmt", ["656", "fp8 combined", "fp8 combined e5m2", "fp8 latent + bf16 rope"])
+@pytest.mark.parametrize("fmt", ["656", "656 bf16", "fp8 combined", "fp8 combined e5m2", "fp8 latent + bf16 rope"])
 @pytest.mark.parametrize("heads, s_q, page_size, causal, kv_lens", [
     (16, 2, 64, True, [0, 50, 130]),
     (128, 1, 1, False, [3, 40, 1]),
@@ -103,7 +103,8 @@ def test_mla_quantized_caches_match_reference(rng, fmt, heads, s_q, page_size, c
     # can add as much again: 2 D (a 3-key row of 128 heads: up to 1.75 D in 550 seeds). No key: 0.
     bf16_out, _ = reference.mla_decode(*case.args(), scale=0.07, causal=causal)
     err = np.max(np.abs(np.asarray(out, np.float32) - np.asarray(bf16_out, np.float32)), axis=(1, 2, 3))
-    rho = 2.0**-3 if fmt.endswith("e5m2") else 2.0**-4
+    # (656 bf16: the dequantized value is rounded to bf16 too, another 2^-9 |x| at most)
+    rho = 2.0**-3 if fmt.endswith("e5m2") else 2.0**-4 + (2.0**-9 if fmt == "656 bf16" else 0.0)
     top = float(jnp.finfo(ckv.dtype).max) * kw["kv_scale"] if "kv_scale" in kw else np.inf
     amax = _latent_amax(case)
     bound = np.where(np.asarray(kv_lens) > 1, 2, 1) * np.maximum(rho * amax, amax - top) + 2.0**-8 * amax
@@ -134,6 +135,15 @@ def test_mla_quantized_errors_name_the_argument(rng):
         jaxpaged.mla_decode(*case.args(), scale=0.1, kv_scale=0.5)
     with pytest.raises(ValueError, match=r"^a uint8 ckv_cache holds DeepSeek-V3.2's 656-byte rows"):
         jaxpaged.mla_decode(case.q_nope, case.q_pe, jnp.zeros((4, 16, 576), jnp.uint8), None, *rest, scale=0.1)
+    rows = jnp.zeros((4, 16, 656), jnp.uint8)
+    with pytest.raises(ValueError, match=r"^ds_dequant must be one of \('float32', 'bfloat16'\); got 'bf16'"):
+        jaxpaged.mla_decode(case.q_nope, case.q_pe, rows, None, *rest, scale=0.1, ds_dequant="bf16")
+    with pytest.raises(ValueError, match=r"^ds_dequant='bfloat16' applies to DeepSeek-V3.2's uint8 \[.., 656\] "
+                                         r"rows only; ckv_cache is bfloat16"):
+        jaxpaged.mla_decode(*case.args(), scale=0.1, ds_dequant="bfloat16")
+    with pytest.raises(ValueError, match=r"^ds_dequant='bfloat16' needs bfloat16 \(or float32\) queries; q_nope is float16"):
+        jaxpaged.mla_decode_sparse(case.q_nope.astype(jnp.float16), case.q_pe.astype(jnp.float16), rows, None,
+                                   jnp.zeros((1, 1, 64), jnp.int32), scale=0.1, ds_dequant="bfloat16")
 
 
 def test_direct_ffi_call_rejects_a_split_fp8_rope():
@@ -150,5 +160,6 @@ def test_direct_ffi_call_rejects_a_split_fp8_rope():
         options = jnp.zeros((0,), jnp.int32)  # (also the empty plan operand)
         with pytest.raises(Exception, match="split kpe_cache holds q's dtype"):
             jax.block_until_ready(call(q_nope, q_pe, ckv, kpe, lens, table, options, options, scale=np.float32(0.1),
-                                       kv_scale=np.float32(1.0), causal=np.int32(0), plan_rows=np.int32(0),
+                                       kv_scale=np.float32(1.0), ds_bf16=np.int32(0), causal=np.int32(0),
+                                       plan_rows=np.int32(0),
                                        plan_capacity=np.int32(0)))

@@ -97,10 +97,11 @@ def test_extension_sizes_sparse_workspace():
     sizes = {fmt: _extension.mla_decode_sparse_workspace_bytes(**kw, **dtypes) for fmt, dtypes in {
         "bf16": dict(q_dtype="bfloat16"),
         "656": dict(q_dtype="bfloat16", ckv_dtype="uint8"),
+        "656 bf16": dict(q_dtype="bfloat16", ckv_dtype="uint8", ds_bf16=True),
         "656 fp16 q": dict(q_dtype="float16", ckv_dtype="uint8"),
         "fp8 latent + 16-bit rope": dict(q_dtype="bfloat16", ckv_dtype="float8_e4m3fn", kpe_dtype="bfloat16"),
     }.items()}
-    assert sizes["656 fp16 q"] == 0 and sizes["fp8 latent + 16-bit rope"] == 0
+    assert sizes["656 fp16 q"] == 0 and sizes["fp8 latent + 16-bit rope"] == 0 and sizes["656"] == 0
     hopper = ON_GPU and not PORTABLE and jax.devices()[0].device_kind.startswith("NVIDIA H")
     if not hopper:
         assert set(sizes.values()) == {0}
@@ -109,7 +110,7 @@ def test_extension_sizes_sparse_workspace():
     parts = max(1, min(sms, 160) // 2)  # 128 rows per list: 2 row blocks
     lists = 8 * 2
     expect = 4 * (-(-(2 + 2 * parts + 3 * lists) // 4) * 4 + 2 * parts * 128 * 513)
-    assert sizes["bf16"] == expect and sizes["656"] in (0, expect)  # (656 rows: off Hopper for now)
+    assert sizes["bf16"] == expect and sizes["656 bf16"] == expect  # (exact 656 rows: the portable kernel)
 
 
 @pytest.mark.skipif(not ON_GPU, reason="GPU lowering only")

@@ -200,7 +200,8 @@ struct MlaCase {
   bool combined = true, causal = false;
   int junk_used = 0;
   int sparse_topk = 0;  // > 0: also sparse MLA decode over random index lists of this length
-  int fmt = 0;          // the cache: 0 bf16, 1 fp8 e4m3 (combined, or latent + bf16 rope), 2 656-byte rows
+  int fmt = 0;  // the cache: 0 bf16, 1 fp8 e4m3 (combined, or latent + bf16 rope), 2 656-byte rows, 3 those
+                // read with bf16 dequantization (ds_bf16: the wgmma kernel on Hopper)
 };
 
 void run_mla(const MlaCase& c) {
@@ -218,7 +219,7 @@ void run_mla(const MlaCase& c) {
   }
   for (int i = 0; i < c.junk_used; ++i) table[rand_int(0, B - 1) * width + rand_int(0, max_pages - 1)] = kJunk[i % 3];
   // (quantized caches: random bytes, fp8 NaNs and wild 656-byte row scales included)
-  const int row = c.fmt == 2 ? 656 : (c.combined ? 576 : 512);
+  const int row = c.fmt >= 2 ? 656 : (c.combined ? 576 : 512);
   const size_t page_rows = size_t(c.page);
   const int spare0 = pages[used], spare1 = pages[used + 1];
   auto poisoned = [&](size_t i, int w) {
@@ -243,7 +244,7 @@ void run_mla(const MlaCase& c) {
   p.q_nope = q_nope.ptr;
   p.q_pe = q_pe.ptr;
   p.ckv = cache;
-  p.kpe = c.fmt == 2 ? cache : (c.combined ? static_cast<const char*>(cache) + 512 * elem : static_cast<const void*>(kpe.ptr));
+  p.kpe = c.fmt >= 2 ? cache : (c.combined ? static_cast<const char*>(cache) + 512 * elem : static_cast<const void*>(kpe.ptr));
   p.kv_lens = d_lens.ptr;
   p.block_tables = d_table.ptr;
   p.out = out.ptr;
@@ -261,7 +262,8 @@ void run_mla(const MlaCase& c) {
   p.scale = 1.f / std::sqrt(192.f);
   p.kv_scale = 0.03f;
   p.causal = c.causal;
-  p.ds_rows = c.fmt == 2;
+  p.ds_rows = c.fmt >= 2;
+  p.ds_bf16 = c.fmt == 3;
   p.fp8 = c.fmt == 1;
   p.kpe_fp8 = c.fmt == 1 && c.combined;
   p.q_bf16 = true;
@@ -345,6 +347,7 @@ int main(int argc, char** argv) {
       {"fp8 h128 b4 page 64 junk ids", {4096, 33, 0, -5}, 1, 128, 64, true, false, 2, 128, 1},
       {"fp8 latent + bf16 rope h16 page 1", {1, 100, 63, 0, 700}, 1, 16, 1, false, false, 1, 64, 1},
       {"656-byte rows h64 s_q 2 causal junk ids", {1, 2, 129, 4000, -1}, 2, 64, 64, true, true, 2, 256, 2},
+      {"656-byte rows bf16 dequant h128 junk ids", {4096, 33, 0, -5}, 1, 128, 64, true, false, 2, 128, 3},
   };
   int device = 0, count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {

@@ -93,6 +93,21 @@ __device__ __forceinline__ uint4 fp8x8_to(const uint2& in, bool e5m2) {
                     half2_bits_as<T>(fp8x2_to_half2_bits(in.y >> 16, e5m2)));
 }
 
+// Eight e4m3 values times `scale`, each product rounded to T (656-byte rows read with bf16
+// dequantization; the same rounding as fp8x16_scaled_to).
+template <typename T>
+__device__ __forceinline__ uint4 fp8x8_scaled_to(const uint2& in, float scale) {
+  uint32_t o[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    __half2 h;
+    *reinterpret_cast<uint32_t*>(&h) = fp8x2_to_half2_bits(((i < 2 ? in.x : in.y) >> (16 * (i % 2))) & 0xFFFFu, false);
+    const float2 f = __half22float2(h);
+    o[i] = pack2<T>(f.x * scale, f.y * scale);
+  }
+  return make_uint4(o[0], o[1], o[2], o[3]);
+}
+
 // Eight fp8 values (one 8-byte load) as floats.
 __device__ __forceinline__ void fp8x8_to_float(const uint2& in, bool e5m2, float out[8]) {
   const uint32_t w[2] = {in.x, in.y};

@@ -21,6 +21,7 @@ inline auto mla_decode_binding() {
       .Arg<ffi::Buffer<ffi::S32>>()   // plan (jaxpaged.mla_decode_plan), or empty
       .Attr<float>("scale")
       .Attr<float>("kv_scale")
+      .Attr<int32_t>("ds_bf16")        // 656-byte rows: bf16 dequantization (params.h)
       .Attr<int32_t>("causal")
       .Attr<int32_t>("plan_rows")      // the plan's query rows per sequence (s_q x Hq; 0: no plan)
       .Attr<int32_t>("plan_capacity")  // its cache positions per sequence (max_pages x page_size)
@@ -52,7 +53,7 @@ inline auto mla_decode_plan_binding() {
 // What dense and sparse MLA decode share: queries, caches (every format), out, lse and options.
 inline ffi::Error decode_mla_queries_and_caches(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, ffi::AnyBuffer ckv,
                                                 ffi::AnyBuffer kpe, ffi::Buffer<ffi::S32> options, float scale,
-                                                float kv_scale, ffi::Result<ffi::AnyBuffer>& out,
+                                                float kv_scale, int32_t ds_bf16, ffi::Result<ffi::AnyBuffer>& out,
                                                 ffi::Result<ffi::Buffer<ffi::F32>>& lse, MlaDecodeParams* p) {
   JP_RETURN_IF_ERROR(check_rank(q_nope.dimensions(), 4, "q_nope"));
   JP_RETURN_IF_ERROR(check_rank(q_pe.dimensions(), 4, "q_pe"));
@@ -114,16 +115,21 @@ inline ffi::Error decode_mla_queries_and_caches(ffi::AnyBuffer q_nope, ffi::AnyB
   p->kv_e5m2 = cache_dt == ffi::DataType::F8E5M2;
   p->kpe_fp8 = fp8_cache && combined;
   p->q_bf16 = dt == ffi::DataType::BF16;
+  p->ds_bf16 = ds_bf16 != 0;
+  if (p->ds_bf16 && !(p->ds_rows && dt != ffi::DataType::F16)) {
+    return ffi::Error::InvalidArgument(
+        "jaxpaged: bf16 dequantization (ds_bf16) applies to 656-byte rows with bfloat16 or float32 queries");
+  }
   return decode_options(options, kMlaOptionWords, &p->options);
 }
 
 inline ffi::Error decode_mla_decode(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, ffi::AnyBuffer ckv,
                                     ffi::AnyBuffer kpe, ffi::Buffer<ffi::S32> kv_lens,
                                     ffi::Buffer<ffi::S32> block_tables, ffi::Buffer<ffi::S32> options,
-                                    float scale, float kv_scale, int32_t causal,
+                                    float scale, float kv_scale, int32_t ds_bf16, int32_t causal,
                                     ffi::Result<ffi::AnyBuffer>& out,
                                     ffi::Result<ffi::Buffer<ffi::F32>>& lse, MlaDecodeParams* p) {
-  JP_RETURN_IF_ERROR(decode_mla_queries_and_caches(q_nope, q_pe, ckv, kpe, options, scale, kv_scale, out, lse, p));
+  JP_RETURN_IF_ERROR(decode_mla_queries_and_caches(q_nope, q_pe, ckv, kpe, options, scale, kv_scale, ds_bf16, out, lse, p));
   JP_RETURN_IF_ERROR(check_rank(kv_lens.dimensions(), 1, "kv_lens"));
   JP_RETURN_IF_ERROR(check_rank(block_tables.dimensions(), 2, "block_tables"));
   JP_RETURN_IF_ERROR(check_dim(kv_lens.dimensions()[0], p->batch, "kv_lens length"));

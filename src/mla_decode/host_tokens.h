@@ -26,7 +26,10 @@ inline void load_token(const MlaDecodeParams& p, const MlaCacheFormat& f, int64_
     const uint8_t* row = static_cast<const uint8_t*>(p.ckv) + page * p.ckv_page_stride + slot * p.ckv_slot_stride;
     float scales[4];
     std::memcpy(scales, row + kMlaDsScalesAt, sizeof scales);  // little-endian float32, as the host's
-    for (int64_t d = 0; d < DL; ++d) latent[d] = e4m3_to_float(row[d]) * scales[d / 128];
+    for (int64_t d = 0; d < DL; ++d) {
+      const float v = e4m3_to_float(row[d]) * scales[d / 128];
+      latent[d] = p.ds_bf16 ? bf16_to_float(float_to_bf16(v)) : v;  // (ds_bf16: rounded to bfloat16)
+    }
     for (int64_t d = 0; d < DR; ++d) rope[d] = load_float(row + kMlaDsRopeAt, d, Dtype::kBF16);
     return;
   }

@@ -33,6 +33,9 @@ struct MlaDecodeParams {
   // DeepSeek-V3.2's rows (uint8 [.., 656]; ckv and kpe then point at the same rows, strides in
   // bytes): 512 e4m3 latent values, 4 float32 scales (one per 128), 64 bfloat16 rope values.
   bool ds_rows;
+  // 656-byte rows read with bf16 dequantization (ds_dequant="bfloat16"; not with f16 queries): each
+  // latent value is e4m3 value x group scale rounded to bfloat16, as FlashMLA's kernels read them.
+  bool ds_bf16 = false;
   // An fp8 latent cache (float8_e4m3fn, or float8_e5m2 when kv_e5m2); kpe_fp8: its rope is fp8
   // too (the combined 576 layout), else a 16-bit kpe cache of q's dtype.
   bool fp8, kv_e5m2, kpe_fp8;
@@ -59,16 +62,13 @@ JP_HOST_DEVICE int mla_format(const MlaDecodeParams& p) { return p.ds_rows ? kMl
 JP_HOST_DEVICE bool mla_quantized(const MlaDecodeParams& p) { return p.fp8 || p.ds_rows; }
 
 // Whether the Hopper kernel (sm90/) reads this cache: 16-bit caches; fp8 with an fp8 rope (one
-// kv_scale for the whole key, folded into the score scale and the output). Others take the
-// portable kernel: an fp8 latent beside a 16-bit rope, and 656-byte rows. The wgmma kernel has a
-// 656-byte instance (bf16 queries; kMlaHopperDsRows turns it on), which multiplies a token's
-// values by its group scales and rounds them to bf16 (FlashMLA's way): on the H100 (2026-11-23)
-// its lse differed from the float32 reference by up to 7e-3 (the tests allow 2e-3) and one
-// adversarial case gave finite rows where the reference's are NaN (not yet understood), so it
-// stays off (NOTES item 34).
-constexpr bool kMlaHopperDsRows = false;
+// kv_scale for the whole key, folded into the score scale and the output); 656-byte rows read with
+// bf16 dequantization (ds_bf16: the loader multiplies a token's values by their group scales and
+// rounds them to bf16, the reference's rule for that option). Others take the portable kernel: an
+// fp8 latent beside a 16-bit rope, and 656-byte rows read exactly (value x scale in float32: the
+// scale is per key and per 128 columns, so it cannot leave the tensor-core products; NOTES item 39).
 JP_HOST_DEVICE bool mla_hopper_format(const MlaDecodeParams& p) {
-  if (p.ds_rows) return kMlaHopperDsRows && p.q_bf16;
+  if (p.ds_rows) return p.ds_bf16 && p.q_bf16;
   return !p.fp8 || p.kpe_fp8;
 }
 

@@ -161,8 +161,15 @@ __global__ void __launch_bounds__(kMlaPortableThreads)
           else if (p.kpe_fp8) v = fp8x8_to<T>(*reinterpret_cast<const uint2*>(kpe8 + at_kpe + (ch - 64) * 8), p.kv_e5m2);
           else v = *reinterpret_cast<const uint4*>(kpe + at_kpe + (ch - 64) * 8);
         } else {  // 656-byte rows: e4m3 latent, bf16 rope (its bits as they are)
-          v = latent ? fp8x8_to<T>(*reinterpret_cast<const uint2*>(ckv8 + at_ckv + ch * 8), false)
-                     : *reinterpret_cast<const uint4*>(ckv8 + at_ckv + kMlaDsRopeAt + (ch - 64) * 16);
+          const unsigned char* row = ckv8 + at_ckv;
+          if (!latent) {
+            v = *reinterpret_cast<const uint4*>(row + kMlaDsRopeAt + (ch - 64) * 16);
+          } else if (p.ds_bf16) {  // value x group scale rounded to bf16 (T is bf16 then); scales 1 below
+            v = fp8x8_scaled_to<T>(*reinterpret_cast<const uint2*>(row + ch * 8),
+                                   *reinterpret_cast<const float*>(row + kMlaDsScalesAt + 4 * (ch / 16)));
+          } else {
+            v = fp8x8_to<T>(*reinterpret_cast<const uint2*>(row + ch * 8), false);
+          }
         }
       }
       *reinterpret_cast<uint4*>(sK + k * S + ch * 8) = v;
@@ -171,7 +178,9 @@ __global__ void __launch_bounds__(kMlaPortableThreads)
         if (ch == 1) {  // a token's scales (0 for no key: its weight is 0 and its values 0)
           float g[4] = {kv_scale, kv_scale, kv_scale, kv_scale};
           if constexpr (FMT == kMlaDsRows) {
-            if (key) {
+            if (key && p.ds_bf16) {
+              g[0] = g[1] = g[2] = g[3] = 1.f;  // (applied as the values were read)
+            } else if (key) {
               const float4 f = *reinterpret_cast<const float4*>(
                   ckv8 + page * p.ckv_page_stride + slot * p.ckv_slot_stride + kMlaDsScalesAt);
               g[0] = f.x, g[1] = f.y, g[2] = f.z, g[3] = f.w;

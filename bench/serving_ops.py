@@ -66,17 +66,27 @@ VARIANTS = {
 }
 
 
-CASES = [(16384, 4, jnp.bfloat16), (16384, 16, jnp.bfloat16), (16384, 4, jnp.float8_e4m3fn), (64, 4, jnp.bfloat16)]
+# (tokens, cache GiB, dtype, slots): "random" - every token at a random slot of the cache (the
+# worst case: 2 KiB rows scattered); "pages" - a prefill chunk's way: the tokens fill whole pages,
+# in order, of randomly chosen pages (16 tokens = 32 KiB contiguous per page and cache).
+CASES = [(16384, 4, jnp.bfloat16, "random"), (16384, 16, jnp.bfloat16, "random"),
+         (16384, 4, jnp.float8_e4m3fn, "random"), (64, 4, jnp.bfloat16, "random"),
+         (16384, 4, jnp.bfloat16, "pages"), (16384, 4, jnp.float8_e4m3fn, "pages")]
 
 
-def write_kv_time(cache_gib: float, dtype, variant: str = "write_kv", tokens: int = 16384) -> dict:
+def write_kv_time(cache_gib: float, dtype, variant: str = "write_kv", tokens: int = 16384,
+                  slot_pattern: str = "random") -> dict:
     itemsize = jnp.dtype(dtype).itemsize
     pages = int(cache_gib * 2**30 / 2 / (PAGE * HKV * D * itemsize))
     rng = np.random.default_rng(0)
     k = jnp.zeros((pages, PAGE, HKV, D), dtype)
     v = jnp.zeros((pages, PAGE, HKV, D), dtype)
     new = jnp.asarray(rng.standard_normal((tokens, HKV, D)), jnp.bfloat16)
-    slots = jnp.asarray(rng.choice(pages * PAGE, tokens, replace=False), jnp.int32)
+    if slot_pattern == "pages":
+        chosen = rng.choice(pages, -(-tokens // PAGE), replace=False)
+        slots = jnp.asarray((chosen[:, None] * PAGE + np.arange(PAGE)).reshape(-1)[:tokens], jnp.int32)
+    else:
+        slots = jnp.asarray(rng.choice(pages * PAGE, tokens, replace=False), jnp.int32)
     fp8 = dict(k_scale=0.05, v_scale=0.05) if itemsize == 1 else {}
 
     def writes(k, v):
@@ -98,7 +108,8 @@ def write_kv_time(cache_gib: float, dtype, variant: str = "write_kv", tokens: in
     got = np.asarray(k.reshape(-1, HKV, D)[slots[:4]].astype(jnp.float32))
     want = np.asarray(new[:4].astype(jnp.float32))
     err = float(np.max(np.abs(got * (0.05 if itemsize == 1 else 1.0) - want)))
-    return {"variant": variant, "tokens": tokens, "cache_gib": cache_gib, "dtype": jnp.dtype(dtype).name, "us": us,
+    return {"variant": variant, "tokens": tokens, "cache_gib": cache_gib, "dtype": jnp.dtype(dtype).name,
+            "slots": slot_pattern, "us": us,
             "GBps": moved / us / 1e3, "max_err": err}
 
 
@@ -122,14 +133,15 @@ def sinks_cost() -> dict:
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default=None)
+    parser.add_argument("--variants", nargs="*", default=list(VARIANTS), choices=list(VARIANTS))
     args = parser.parse_args()
     result = {"device": jax.devices()[0].device_kind, "date": time.strftime("%Y-%m-%d"),
               "jax": jax.__version__, "write_kv": [], "sinks": None}
-    for variant in VARIANTS:
-        for tokens, gib, dtype in CASES:
-            r = write_kv_time(gib, dtype, variant, tokens)
+    for variant in args.variants:
+        for tokens, gib, dtype, pattern in CASES:
+            r = write_kv_time(gib, dtype, variant, tokens, pattern)
             result["write_kv"].append(r)
-            print(f"{variant} {tokens} tokens into {gib} GiB {r['dtype']}: {r['us']:.1f} us, "
+            print(f"{variant} {tokens} tokens ({pattern} slots) into {gib} GiB {r['dtype']}: {r['us']:.1f} us, "
                   f"{r['GBps']:.0f} GB/s, max err {r['max_err']:.3g}", flush=True)
     s = sinks_cost()
     result["sinks"] = s

@@ -31,8 +31,14 @@ inline int kv_split_cap(int64_t parallel_blocks, int64_t max_keys) {
 // time, waves x (keys per split + overhead); ties go to fewer splits.
 // (Until session 5 this picked the fullest waves, which on 64 blocks x 32K keys chose 33 splits in
 // 8 waves of 1K-key blocks over 4 splits in one wave of 8K-key blocks: slower, see NOTES.md.)
+// `sms` (0: not used): when the blocks without a split give every SM one and all fit one wave,
+// none: the wave model above takes a block's time as fixed, but a bandwidth-bound block streams
+// about its SM's share of memory bandwidth alone, so splitting then only adds partial results
+// and a merge (paged fp8 decode, Hq=64 Hkv=8 B=32 ctx 8K on the H100: 1 split 0.208 ms, the
+// model's 3 splits 0.223; NOTES item 39).
 inline int choose_kv_splits(int64_t blocks_without_split, int cap, int64_t max_keys, int min_keys,
-                            int64_t resident, int64_t overhead_keys = 256) {
+                            int64_t resident, int64_t overhead_keys = 256, int64_t sms = 0) {
+  if (sms > 0 && blocks_without_split >= sms && blocks_without_split <= resident) return 1;
   const int64_t by_keys = (max_keys + min_keys - 1) / min_keys;
   const int64_t limit = cap < by_keys ? cap : by_keys;
   auto cost = [&](int64_t s) {

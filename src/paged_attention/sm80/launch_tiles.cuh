@@ -35,7 +35,10 @@ ffi::Error launch_paged_tiles(const PagedAttentionParams& p, const PagedWorkspac
   if (blocks + pad_blocks > 0x7FFFFFFF) {
     return ffi::Error::InvalidArgument("jaxpaged: paged_attention needs more thread blocks than a grid holds (2^31 - 1)");
   }
-  const int splits = choose_kv_splits(blocks, w.split_cap, p.max_pages * p.page_size, 256, resident);
+  // (pure decode: its block count is exact, so a grid that already covers every SM in one wave
+  // runs unsplit - choose_kv_splits)
+  const int splits = choose_kv_splits(blocks, w.split_cap, p.max_pages * p.page_size, 256, resident, 256,
+                                      p.decode_only ? sm_count(current_device()) : 0);
   float* ws_out = w.split_out(ws);
   float* ws_lse = w.split_lse(ws, splits);
   // Pure decode whose blocks all run in one wave needs no tile list: the list's longest-first

@@ -82,25 +82,30 @@ __global__ void __launch_bounds__(kMlaScheduleThreads)
 }
 
 // Finishes cut sequences: merges the pieces' partial outputs of a row by their lse (weights
-// exp(lse_k - max)); uncut sequences return at once. A NaN lse (a corrupt page id seen by that
-// piece) makes the row NaN. A block takes mla_merge_rows(Split) rows x one 128-column quarter;
-// each row's pieces are dealt over Split warps (piece k to warp k % Split), whose sums meet in
-// shared memory. Split = 4 where sequences are cut into many pieces (a small batch: B = 1 at 32k
-// tokens has ~66 per row, and one warp per row walking them all kept only 64 blocks' worth of
-// loads in flight: 1 TB/s, 18 us), else 1 (a few pieces per row: more warps would each redo the
-// weights for little; NOTES item 25).
-constexpr int kMlaMergeThreads = 256;
-constexpr int kMlaMergeQuarters = 4;
-__host__ __device__ constexpr int mla_merge_rows(int split) { return kMlaMergeThreads / 32 / split; }
-// The split for a call: 4 when each sequence spans about 4 or more partitions.
-inline int mla_merge_split(int64_t batch, int parts) { return 4 * batch <= parts ? 4 : 1; }
+// exp(lse_k - max) / sum); uncut sequences return at once. A NaN lse (a corrupt page id seen by
+// that piece) makes the row NaN. A block takes whole 512-column rows, 128 threads per row (a float4
+// of columns each): mla_merge_rows(Shares) rows, each row's pieces dealt over Shares thread groups
+// (piece k to group k % Shares) whose sums meet in shared memory. One warp per row first derives
+// the row's weights and piece slots into shared memory (once per row: the earlier merge had every
+// warp of a row, 16 of them, redo them, and took 10x FlashMLA's instructions, session 18's ncu).
+// Shares = 4 or 2 where sequences are cut into many pieces (B = 1 at 32k tokens has ~66 per row:
+// more loads in flight, NOTES item 25), else 1. Blocks of 256 threads (2 rows, or 1 row of 2
+// shares), 512 for 4 shares.
+constexpr int kMlaMergeRowThreads = kMlaLatentDim / 4;  // 128: a float4 of columns each
+__host__ __device__ constexpr int mla_merge_threads(int shares) { return shares > 2 ? 128 * shares : 256; }
+__host__ __device__ constexpr int mla_merge_rows(int shares) {
+  return mla_merge_threads(shares) / kMlaMergeRowThreads / shares;
+}
+// The piece groups for a call: 4 when each sequence spans about 8 or more partitions, 2 from 4.
+inline int mla_merge_shares(int64_t batch, int parts) { return 8 * batch <= parts ? 4 : 4 * batch <= parts ? 2 : 1; }
 
-template <typename T, int Split>
-__global__ void __launch_bounds__(kMlaMergeThreads)
+template <typename T, int Shares>
+__global__ void __launch_bounds__(mla_merge_threads(Shares))
     mla_merge_pieces_kernel(const MlaDecodeParams p, int p_parts, const MlaSchedule s,
                             const float* __restrict__ ws_out, const float* __restrict__ ws_lse) {
+  static_assert(mla_merge_rows(Shares) * Shares * kMlaMergeRowThreads == mla_merge_threads(Shares), "block shape");
   const int64_t rows_per_b = p.s_q * p.num_heads;
-  constexpr int kRows = mla_merge_rows(Split);
+  constexpr int kRows = mla_merge_rows(Shares);
   const int64_t blocks_per_b = (rows_per_b + kRows - 1) / kRows;
   const int64_t b = blockIdx.x / blocks_per_b;
   // (clamped to the partitions: a plan passed in is data the caller could have altered; a bad one
@@ -108,67 +113,80 @@ __global__ void __launch_bounds__(kMlaMergeThreads)
   const int first = min(max(s.seq_first_part[b], 0), p_parts - 1);
   const int pieces = min(s.seq_pieces[b], p_parts - first);
   if (pieces <= 1) return;
+  const int64_t r0 = (blockIdx.x % blocks_per_b) * kRows;
+  __shared__ float weight[kRows][kMlaMaxPartitions];
+  __shared__ int slot[kRows][kMlaMaxPartitions];
+  __shared__ int row_nan[kRows];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int row_in_block = warp / Split, share = warp % Split;
-  const int64_t r = (blockIdx.x % blocks_per_b) * kRows + row_in_block;
-  const bool live = r < rows_per_b;  // (no early return: the block meets at a barrier below)
-  const int col = blockIdx.y * (kMlaLatentDim / kMlaMergeQuarters) + 4 * lane;
-  // Each lane first holds the slots and weights of pieces lane, lane + 32, ...; the column loop
-  // then takes them by shuffle, so its loads of partial outputs do not wait on schedule reads.
-  constexpr int kPerLane = (kMlaMaxPartitions + 31) / 32;
-  int slot[kPerLane];
-  float w[kPerLane];
-  float m = -INFINITY;
-  int nan = 0;
+  if (warp < kRows && r0 + warp < rows_per_b) {  // one warp per row: the weights, once
+    const int64_t r = r0 + warp;
+    constexpr int kPerLane = (kMlaMaxPartitions + 31) / 32;
+    float w[kPerLane];
+    float m = -INFINITY;
+    int nan = 0;
 #pragma unroll
-  for (int i = 0; i < kPerLane; ++i) {
-    const int k = lane + 32 * i;
-    slot[i] = k < pieces ? mla_piece_slot(s, first + k, int(b)) : 0;
-    w[i] = k < pieces && live ? ws_lse[slot[i] * rows_per_b + r] : -INFINITY;
-    nan |= isnan(w[i]);
-    m = fmaxf(m, w[i]);
-  }
+    for (int i = 0; i < kPerLane; ++i) {
+      const int k = lane + 32 * i;
+      const int sl = k < pieces ? mla_piece_slot(s, first + k, int(b)) : 0;
+      if (k < pieces) slot[warp][k] = sl;
+      w[i] = k < pieces ? ws_lse[sl * rows_per_b + r] : -INFINITY;
+      nan |= isnan(w[i]);
+      m = fmaxf(m, w[i]);  // fmaxf skips a NaN; the flag carries it
+    }
 #pragma unroll
-  for (int off = 16; off > 0; off /= 2) {
-    nan |= gpu::shfl_xor(nan, off);
-    m = fmaxf(m, gpu::shfl_xor(m, off));
-  }
-  float sum = 0.f;
+    for (int off = 16; off > 0; off /= 2) {
+      nan |= gpu::shfl_xor(nan, off);
+      m = fmaxf(m, gpu::shfl_xor(m, off));
+    }
+    float sum = 0.f;
 #pragma unroll
-  for (int i = 0; i < kPerLane; ++i) {
-    w[i] = m == -INFINITY || nan ? 0.f : __expf(w[i] - m);  // 0 for pieces past the count
-    sum += w[i];
-  }
+    for (int i = 0; i < kPerLane; ++i) {
+      w[i] = m == -INFINITY || nan ? 0.f : __expf(w[i] - m);  // 0 for pieces past the count
+      sum += w[i];
+    }
 #pragma unroll
-  for (int off = 16; off > 0; off /= 2) sum += gpu::shfl_xor(sum, off);
-  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int off = 16; off > 0; off /= 2) sum += gpu::shfl_xor(sum, off);
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;
 #pragma unroll
-  for (int i = 0; i < kPerLane; ++i) {
-    const int n = live ? min(32, pieces - 32 * i) : 0;
-    const float wi = w[i];
-    const int si = slot[i];
-    // This warp's pieces of the chunk (32 is a multiple of the split, so piece 32 i + j is this
-    // warp's when j is). A counted loop: unrolled, its loads are all issued before the first is
-    // used.
-#pragma unroll 8
-    for (int j = share; j < n; j += Split) {  // an empty piece: weight 0, output 0
-      const float wj = gpu::shfl(wi, j);
-      const int sj = gpu::shfl(si, j);
-      const float4 v = *reinterpret_cast<const float4*>(ws_out + (sj * rows_per_b + r) * kMlaLatentDim + col);
-      acc.x += wj * v.x;
-      acc.y += wj * v.y;
-      acc.z += wj * v.z;
-      acc.w += wj * v.w;
+    for (int i = 0; i < kPerLane; ++i) {
+      const int k = lane + 32 * i;
+      if (k < pieces) weight[warp][k] = w[i] * inv;
+    }
+    if (lane == 0) {
+      row_nan[warp] = nan;
+      p.lse[b * rows_per_b + r] = nan ? NAN : (sum > 0.f ? m + __logf(sum) : -INFINITY);
     }
   }
-  if constexpr (Split > 1) {  // the row's other warps hand their sums to its first warp
-    __shared__ float4 partial[kRows][Split - 1][32];
-    if (share > 0) partial[row_in_block][share - 1][lane] = acc;
+  __syncthreads();
+  const int row_in_block = threadIdx.x / (kMlaMergeRowThreads * Shares);
+  const int share = threadIdx.x / kMlaMergeRowThreads % Shares;
+  const int col = 4 * (threadIdx.x % kMlaMergeRowThreads);
+  const int64_t r = r0 + row_in_block;
+  const bool live = r < rows_per_b;  // (no early return: the block meets at a barrier below)
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (live) {
+    // A counted loop: unrolled, its loads are all issued before the first is used. A piece of
+    // weight 0 (empty, or the row is -inf or NaN) is not read.
+#pragma unroll 8
+    for (int k = share; k < pieces; k += Shares) {
+      const float wk = weight[row_in_block][k];
+      if (wk == 0.f) continue;
+      const float4 v =
+          *reinterpret_cast<const float4*>(ws_out + (slot[row_in_block][k] * rows_per_b + r) * kMlaLatentDim + col);
+      acc.x += wk * v.x;
+      acc.y += wk * v.y;
+      acc.z += wk * v.z;
+      acc.w += wk * v.w;
+    }
+  }
+  if constexpr (Shares > 1) {  // the row's other groups hand their sums to its first
+    __shared__ float4 partial[kRows][Shares - 1][kMlaMergeRowThreads];
+    if (share > 0) partial[row_in_block][share - 1][threadIdx.x % kMlaMergeRowThreads] = acc;
     __syncthreads();
     if (share > 0) return;
 #pragma unroll
-    for (int k = 0; k < Split - 1; ++k) {
-      const float4 v = partial[row_in_block][k][lane];
+    for (int k = 0; k < Shares - 1; ++k) {
+      const float4 v = partial[row_in_block][k][threadIdx.x % kMlaMergeRowThreads];
       acc.x += v.x;
       acc.y += v.y;
       acc.z += v.z;
@@ -176,14 +194,12 @@ __global__ void __launch_bounds__(kMlaMergeThreads)
     }
   }
   if (!live) return;
-  const float inv = sum > 0.f ? 1.f / sum : 0.f;
-  const int64_t row = b * rows_per_b + r;
-  T* out = static_cast<T*>(p.out) + row * kMlaLatentDim + col;
-  out[0] = from_float<T>(nan ? NAN : acc.x * inv);
-  out[1] = from_float<T>(nan ? NAN : acc.y * inv);
-  out[2] = from_float<T>(nan ? NAN : acc.z * inv);
-  out[3] = from_float<T>(nan ? NAN : acc.w * inv);
-  if (lane == 0 && blockIdx.y == 0) p.lse[row] = nan ? NAN : (sum > 0.f ? m + __logf(sum) : -INFINITY);
+  if (row_nan[row_in_block]) acc = make_float4(NAN, NAN, NAN, NAN);
+  // Four columns in one 8-byte store: a warp writes 256 contiguous bytes.
+  uint2 packed;
+  packed.x = pack2<T>(acc.x, acc.y);
+  packed.y = pack2<T>(acc.z, acc.w);
+  *reinterpret_cast<uint2*>(static_cast<T*>(p.out) + (b * rows_per_b + r) * kMlaLatentDim + col) = packed;
 }
 
 
@@ -194,13 +210,13 @@ ffi::Error launch_mla_schedule(const MlaDecodeParams& p, int parts, const MlaSch
 }
 
 namespace {
-template <typename T, int Split>
-ffi::Error launch_merge_split(const MlaDecodeParams& p, int parts, const MlaSchedule& sched, const float* ws_out,
-                              const float* ws_lse, gpuStream_t stream) {
-  constexpr int rows = mla_merge_rows(Split);
+template <typename T, int Shares>
+ffi::Error launch_merge(const MlaDecodeParams& p, int parts, const MlaSchedule& sched, const float* ws_out,
+                        const float* ws_lse, gpuStream_t stream) {
+  constexpr int rows = mla_merge_rows(Shares);
   const int64_t rows_per_b = p.s_q * p.num_heads;
-  const dim3 grid(unsigned(p.batch * ((rows_per_b + rows - 1) / rows)), kMlaMergeQuarters);
-  mla_merge_pieces_kernel<T, Split><<<grid, kMlaMergeThreads, 0, stream>>>(p, parts, sched, ws_out, ws_lse);
+  const dim3 grid(unsigned(p.batch * ((rows_per_b + rows - 1) / rows)));
+  mla_merge_pieces_kernel<T, Shares><<<grid, mla_merge_threads(Shares), 0, stream>>>(p, parts, sched, ws_out, ws_lse);
   return last_launch_error("mla_merge_pieces_kernel");
 }
 }  // namespace
@@ -208,8 +224,10 @@ ffi::Error launch_merge_split(const MlaDecodeParams& p, int parts, const MlaSche
 template <typename T>
 ffi::Error launch_mla_merge(const MlaDecodeParams& p, int parts, const MlaSchedule& sched, const float* ws_out,
                             const float* ws_lse, gpuStream_t stream) {
-  if (mla_merge_split(p.batch, parts) == 4) return launch_merge_split<T, 4>(p, parts, sched, ws_out, ws_lse, stream);
-  return launch_merge_split<T, 1>(p, parts, sched, ws_out, ws_lse, stream);
+  const int shares = mla_merge_shares(p.batch, parts);
+  if (shares == 4) return launch_merge<T, 4>(p, parts, sched, ws_out, ws_lse, stream);
+  if (shares == 2) return launch_merge<T, 2>(p, parts, sched, ws_out, ws_lse, stream);
+  return launch_merge<T, 1>(p, parts, sched, ws_out, ws_lse, stream);
 }
 
 template ffi::Error launch_mla_merge<gpu_half>(const MlaDecodeParams&, int, const MlaSchedule&, const float*,

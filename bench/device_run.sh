@@ -119,6 +119,14 @@ if has profile && [[ $MODE != all ]]; then
     ncu -i "$OUT/profile.ncu-rep" --page details > "$OUT/profile_details.txt" 2>&1
     ncu -i "$OUT/profile.ncu-rep" --page raw --csv > "$OUT/profile_raw.csv" 2>&1
     grep -E "^  [^ ].*\(|Duration|Registers Per Thread|Achieved Occupancy" "$OUT/profile_details.txt" | head -80
+    # Source level (SASS) of the attention kernels, ours and FlashMLA's: the top lines by stall
+    # samples and by instructions executed (tools/ncu_top_lines.py), a few KB each under $OUT.
+    for k in ${PROFILE_SOURCE_KERNELS:-mla_wgmma_kernel flash_fwd_splitkv_mla_kernel mla_merge_pieces flash_fwd_mla_combine}; do
+      ncu -i "$OUT/profile.ncu-rep" --page source --csv --print-source sass -k "regex:$k" -c 1 \
+        > "/tmp/profile_source_$k.csv" 2> "/tmp/profile_source_$k.err" &&
+        python3 "$REPO/tools/ncu_top_lines.py" "/tmp/profile_source_$k.csv" 40 > "$OUT/profile_source_$k.txt" 2>&1 ||
+        { echo "source page of $k: not exported"; tail -3 "/tmp/profile_source_$k.err"; }
+    done
   fi
 fi
 if has serving; then

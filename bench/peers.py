@@ -43,8 +43,8 @@ def call_ms(fn, q, operands) -> float:
 
 # A step is LAYERS calls, so its timing takes shorter bursts than one call's (device_ms' default
 # 10 and 40 calls, 9 times): bursts of 3 and 12 steps, 5 times, i.e. 288 extra layer calls per
-# sample. The step timings were most of the benchmark's time (session 20: a full run no longer
-# fitted the session's device budget); the burst difference still cancels the fixed part.
+# sample. The step timings were a large part of a full run (~1300 s in session 17, more than a
+# session's device budget); the burst difference still cancels the fixed part.
 STEP_TIMING = dict(calls=3, reps=5)
 
 

@@ -43,7 +43,7 @@ for r in $(seq "$ROUNDS"); do
     name=${v%%=*}
     echo "== $name round $r" | tee -a "$OUT/ab.log"
     PYTHONPATH="/tmp/ab_$name" python3 "${TREE[$name]}/bench/bench.py" --ours-only --out "$OUT/${name}_$r" "$@" 2>&1 \
-      | grep -E "^(mla|decode|mixed)|copy bandwidth|Error|error" | tee -a "$OUT/ab.log"
+      | grep -E "^(mla|sparse|decode|mixed)|copy bandwidth|Error|error" | tee -a "$OUT/ab.log"
   done
 done
 echo "total: $(( $(date +%s) - start )) s"

@@ -114,6 +114,33 @@ def test_mla_quantized_caches_match_reference(rng, fmt, heads, s_q, page_size, c
     assert_close(vout[0], ref_out, Q_DTYPE)
 
 
+@pytest.mark.parametrize("heads, page_size", [(16, 64), (128, 1)])
+def test_mla_fp8_queries_of_any_magnitude(rng, heads, page_size):
+    """bf16 queries far outside float16's range, or spanning it within a row, on an fp8 cache: the
+    Hopper kernel computes in float16 there (queries scaled by a power of two per row), and must
+    agree with the reference as closely as for ordinary queries."""
+    case = mla_case(rng, kv_lens=[300, 77], s_q=1, num_heads=heads, page_size=page_size, dtype=Q_DTYPE,
+                    combined=True)
+    ckv, kpe, kw = _mla_caches(case, "fp8 combined")
+    # Per head: 2^20 (past float16's max once scaled by the keys), 2^-20, 0, 1, and one head whose
+    # elements run from 2^-40 to 2^15 (head 5).
+    factors = np.array([2.0**20, 2.0**-20, 0.0, 1.0][: heads] * (heads // 4), np.float32)
+    spread = np.exp2(np.linspace(-40.0, 15.0, 576)).astype(np.float32)
+    scale_nope = np.broadcast_to(factors[None, None, :, None], (1, 1, heads, 512)).copy()
+    scale_pe = np.broadcast_to(factors[None, None, :, None], (1, 1, heads, 64)).copy()
+    scale_nope[:, :, 5] = spread[:512]
+    scale_pe[:, :, 5] = spread[512:]
+    q_nope = (case.q_nope.astype(jnp.float32) * scale_nope).astype(case.q_nope.dtype)
+    q_pe = (case.q_pe.astype(jnp.float32) * scale_pe).astype(case.q_pe.dtype)
+    args = (q_nope, q_pe, ckv, kpe, case.kv_lens, case.block_tables)
+    f = jax.jit(functools.partial(jaxpaged.mla_decode, scale=0.07, **kw))
+    out, lse = f(*args)
+    ref_out, ref_lse = reference.mla_decode(*args, scale=0.07, **kw)
+    assert_close(out, ref_out, Q_DTYPE)
+    # (lse reaches 1e5 for the 2^20 heads: float32's own relative precision bounds it there)
+    np.testing.assert_allclose(np.asarray(lse), np.asarray(ref_lse), rtol=1e-5, atol=2e-3)
+
+
 @pytest.mark.parametrize("call, match", [
     (lambda c, k8: jaxpaged.paged_attention(*c.args()[:5], k_scale=0.1), r"^k_scale applies to fp8 caches only"),
     (lambda c, k8: jaxpaged.paged_attention(c.q, k8, c.v_cache, *c.args()[3:5]),

@@ -44,6 +44,9 @@ constexpr int kMlaBarOwn = 5;      // + wg: this warpgroup alone
 template <typename T, bool kTma, bool kSparse = false, int kFmt = kMlaSame>
 struct MlaComputeWarpgroup {
   using S = MlaWgSmem;
+  using Tc = MlaTileT<T, kFmt>;  // the tiles' and P's element type (layout.cuh)
+  // The queries are T in global memory but Tc on the tensor cores (convert_queries).
+  static constexpr bool kQueriesToHalf = !std::is_same<T, Tc>::value;
   static constexpr int kComputeThreads = kMlaComputeThreads;
   static constexpr int kBarOwn = kMlaBarOwn;
 
@@ -60,6 +63,7 @@ struct MlaComputeWarpgroup {
   int ld_chunk;          // the 16-byte chunk of a row this thread copies
   uint64_t q_desc;
   float qk_scale;
+  float qk_lo, qk_hi;  // qk_scale for rows r_lo and r_hi (differs where the queries were scaled)
   float out_scale;  // kMlaFp8: kv_scale (values are the cache's fp8 values), else 1
   int r_lo, r_hi;  // this thread's two rows in the accumulator layout (the same in both warpgroups)
   float* my_max;          // what this thread publishes
@@ -75,6 +79,7 @@ struct MlaComputeWarpgroup {
     // kMlaFp8: the tiles hold the fp8 values exactly; kv_scale scales every key and value.
     out_scale = kFmt == kMlaFp8 ? mla_kv_scale(p) : 1.f;
     qk_scale = mla_scale(p) * kLog2e * out_scale;
+    qk_lo = qk_hi = qk_scale;
     r_lo = (tw / 32) * 16 + lane / 4;
     r_hi = r_lo + 8;
     my_max = sh.sMax + wg * 256 + 2 * tw;
@@ -117,7 +122,7 @@ struct MlaComputeWarpgroup {
 #pragma unroll
         for (int kq = 0; kq < 4; ++kq) {
           const uint32_t off = cb * S::kColBlockBytes + kq * 32;
-          wgmma_m64n64k16_ss<T>(sacc, wgmma_desc_advance(q_d, off), wgmma_desc_advance(k_desc, off),
+          wgmma_m64n64k16_ss<Tc>(sacc, wgmma_desc_advance(q_d, off), wgmma_desc_advance(k_desc, off),
                                 k > 0 || cb > 4 * g || kq > 0);
         }
       }
@@ -140,7 +145,7 @@ struct MlaComputeWarpgroup {
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
       const uint32_t a[4] = {pa[4 * kk], pa[4 * kk + 1], pa[4 * kk + 2], pa[4 * kk + 3]};
-      wgmma_m64n256k16_rs_tb<T>(o, a, wgmma_desc_advance(vd, kk * 16 * 128), 1);
+      wgmma_m64n256k16_rs_tb<Tc>(o, a, wgmma_desc_advance(vd, kk * 16 * 128), 1);
     }
   }
   // O_half += P V[:, half] with P from the tile's rope block, where the other warpgroup put it.
@@ -149,7 +154,7 @@ struct MlaComputeWarpgroup {
     const uint64_t pd = wgmma_desc_sw128(smem_addr(tile_ptr(buf) + S::kRopeBlock), 16, 1024);
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
-      wgmma_m64n256k16_ss_tb<T>(o, wgmma_desc_advance(pd, kk * 32), wgmma_desc_advance(vd, kk * 16 * 128), 1);
+      wgmma_m64n256k16_ss_tb<Tc>(o, wgmma_desc_advance(pd, kk * 32), wgmma_desc_advance(vd, kk * 16 * 128), 1);
     }
   }
   // Scales S to the log2 domain, with masked keys at -inf when `mask` (only tiles that reach past
@@ -173,7 +178,7 @@ struct MlaComputeWarpgroup {
       const bool hi = (j % 4) >= 2;
       const bool keep = kSparse ? marks[8 * (j / 4) + j % 2] != 0
                                 : !mask || key < (hi ? lim_hi : lim_lo);
-      sacc[j] = keep ? sacc[j] * qk_scale : -INFINITY;
+      sacc[j] = keep ? sacc[j] * (hi ? qk_hi : qk_lo) : -INFINITY;
       if (hi) mx.hi = fmaxf(mx.hi, sacc[j]);
       else mx.lo = fmaxf(mx.lo, sacc[j]);
     }
@@ -199,7 +204,7 @@ struct MlaComputeWarpgroup {
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) pa[4 * kk + i] = pack2<T>(sacc[8 * kk + 2 * i], sacc[8 * kk + 2 * i + 1]);
+      for (int i = 0; i < 4; ++i) pa[4 * kk + i] = pack2<Tc>(sacc[8 * kk + 2 * i], sacc[8 * kk + 2 * i + 1]);
     }
     return sum;
   }
@@ -254,6 +259,69 @@ struct MlaComputeWarpgroup {
   __device__ __forceinline__ void settle_o(float (&o)[128]) const {
 #pragma unroll
     for (int i = 0; i < 128; ++i) reg_fence(o[i]);
+  }
+
+  // kQueriesToHalf: rewrites the sequence's landed query rows (T = bf16) in shared memory as half,
+  // row r times 2^k_r with k_r putting the row's largest finite |q| in [2^14, 2^15), so every bf16
+  // value of the row down to 2^-32 of that largest is exact in half (smaller ones round at 2^-40
+  // of it); S of row r then comes out 2^k_r too large, and qk_lo / qk_hi take 2^-k_r. A row of
+  // zeros, or whose largest |q| is inf, keeps k_r = 0 (NaN stays NaN, inf inf). Both compute
+  // warpgroups: each thread converts chunk wg * 4 + lane % 4 of the nine column blocks of its rows
+  // r_lo and r_hi; the maxima meet through the quads' shuffles and sMax. The caller fences and
+  // meets the other warpgroup before the tiles' products read the queries.
+  __device__ __forceinline__ void convert_queries() {
+    if constexpr (kQueriesToHalf) {
+      unsigned char* q = base + S::kQ;
+      const int c = wg * 4 + lane % 4;
+      float mx[2] = {0.f, 0.f};
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+#pragma unroll
+        for (int cb = 0; cb < S::kColBlocks; ++cb) {
+          const uint4 v = *reinterpret_cast<const uint4*>(q + cb * S::kColBlockBytes + sw128_offset(h ? r_hi : r_lo, c));
+          const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {  // (fmaxf drops NaN: a NaN value does not set the scale)
+            mx[h] = fmaxf(mx[h], fabsf(__uint_as_float(w4[i] << 16)));
+            mx[h] = fmaxf(mx[h], fabsf(__uint_as_float(w4[i] & 0xFFFF0000u)));
+          }
+        }
+#pragma unroll
+        for (int off = 1; off <= 2; off *= 2) mx[h] = fmaxf(mx[h], gpu::shfl_xor(mx[h], off));
+      }
+      my_max[0] = mx[0];
+      my_max[1] = mx[1];
+      named_barrier_sync(kMlaBarCompute, kComputeThreads);
+      float f[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float m = fmaxf(mx[h], peer_max[h]);
+        int k = 0;
+        if (m > 0.f && m != INFINITY) {
+          const int e = int((__float_as_uint(m) >> 23) & 0xFFu) - 127;  // (-127: a subnormal)
+          k = min(14 - e, 126);
+        }
+        f[h] = __uint_as_float(uint32_t(127 + k) << 23);
+        const float inv = __uint_as_float(uint32_t(127 - k) << 23);
+        if (h) qk_hi = qk_scale * inv;
+        else qk_lo = qk_scale * inv;
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+#pragma unroll
+        for (int cb = 0; cb < S::kColBlocks; ++cb) {
+          uint4* at = reinterpret_cast<uint4*>(q + cb * S::kColBlockBytes + sw128_offset(h ? r_hi : r_lo, c));
+          const uint4 v = *at;
+          const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
+          uint32_t o4[4];
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            o4[i] = pack2<gpu_half>(__uint_as_float(w4[i] << 16) * f[h], __uint_as_float(w4[i] & 0xFFFF0000u) * f[h]);
+          }
+          *at = make_uint4(o4[0], o4[1], o4[2], o4[3]);
+        }
+      }
+    }
   }
 
   // Copies the 64 query rows of sequence b into shared memory with `threads` threads (rows past

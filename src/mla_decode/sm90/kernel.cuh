@@ -55,7 +55,7 @@ namespace jaxpaged {
 // kTma: the loader is one thread issuing a TMA box per column block (pages of >= 64 tokens: a
 // tile is a 64-row slice of one page); otherwise 128 threads gather rows (loader.cuh). kSparse:
 // sequences are sparse index lists (MlaDecodeParams::indices; gathered). kFmt: the cache format
-// (params.h; quantized ones gathered and converted to T by the loader).
+// (params.h; quantized ones gathered raw and converted by the loader: mla_load_tiles_quantized).
 template <typename T, bool kTma, bool kSparse, int kFmt>
 __global__ void __launch_bounds__(kMlaWgThreads, 1)
     mla_wgmma_kernel(const MlaDecodeParams p, int page_shift, int row_blocks, const MlaSchedule s,
@@ -83,9 +83,11 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
   if (tid == 0) {
     for (int i = 0; i < 2 * kGroups; ++i) {
       // cp.async: each loader thread's copies landed + a plain arrival from it; TMA: the one
-      // thread's arrival, which also names the bytes to wait for.
-      mbar_init(&sh.full[i], kTma ? 1 : 2 * 128);
+      // thread's arrival, which also names the bytes to wait for; quantized caches: each
+      // converting warp's arrival, and on `landed` the issuing warp's lanes as cp.async's above.
+      mbar_init(&sh.full[i], kTma ? 1 : (kFmt != kMlaSame ? kMlaConverterWarps : 2 * 128));
       mbar_init(&sh.empty[i], 4);  // each warp of the one warpgroup that reads the group last
+      mbar_init(&sh.landed[i], 2 * 32);
     }
     for (int i = 0; i < 8; ++i) sh.sBadPage[i] = 0;  // (the TMA loader writes only each buffer's first)
     fence_proxy_async_shared();  // the barriers, for the copy engine's arrivals
@@ -99,16 +101,18 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
     warpgroup_regs_shrink<MlaWgRegs<kTma, kFmt != kMlaSame>::kLoader>();
     if constexpr (kTma) {
       if (tw == 0) mla_load_tiles_tma(p, page_shift, s, part, first_b, last_b, capacity, maps, sh);
+    } else if constexpr (kFmt != kMlaSame) {
+      mla_load_tiles_quantized<T, kSparse, kFmt>(p, page_shift, s, part, first_b, last_b, capacity, sh, tw, lane);
     } else {
-      mla_load_tiles_gather<T, kSparse, kFmt>(p, page_shift, s, part, first_b, last_b, capacity, sh, tw, lane,
-                                              ld_chunk);
+      mla_load_tiles_gather<T, kSparse>(p, page_shift, s, part, first_b, last_b, capacity, sh, tw, lane, ld_chunk);
     }
     return;
   }
 
   // The compute warpgroups.
   warpgroup_regs_grow<MlaWgRegs<kTma, kFmt != kMlaSame>::kCompute>();
-  const MlaComputeWarpgroup<T, kTma, kSparse, kFmt> w(p, sh, wg, tw, lane, rows_per_b, row0, ld_chunk);
+  using W = MlaComputeWarpgroup<T, kTma, kSparse, kFmt>;
+  W w(p, sh, wg, tw, lane, rows_per_b, row0, ld_chunk);
   int uses[2] = {0, 0};      // tiles consumed from each buffer so far (mirrors the loader)
   bool q_in_flight = false;  // warpgroup 0 already issued this sequence's queries (see below)
   for (int b = first_b; b <= last_b; ++b) {
@@ -120,6 +124,11 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
     cp_async_wait<0>();
     fence_proxy_async_shared();
     named_barrier_sync(kMlaBarCompute, kMlaComputeThreads);
+    if constexpr (W::kQueriesToHalf) {  // fp8 caches, bf16 queries: the queries as half (layout.cuh)
+      w.convert_queries();
+      fence_proxy_async_shared();
+      named_barrier_sync(kMlaBarCompute, kMlaComputeThreads);
+    }
     // Warpgroup 0 fetches the next sequence's queries before this one's epilogue (below).
     q_in_flight = tiles.begin < tiles.end && b < last_b;
     // Each row's visible keys end at row_end (causal rows see fewer). Rows past the sequence's
@@ -178,7 +187,7 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
         // P0 was made against m0; warpgroup 1 adds it to O_R, which is at m1.
         if (gpu::any(c1.lo != 1.f || c1.hi != 1.f)) {
 #pragma unroll
-          for (int i = 0; i < 16; ++i) pa[i] = scale_pack2<T>(pa[i], (i % 2) == 0 ? c1.lo : c1.hi);
+          for (int i = 0; i < 16; ++i) pa[i] = scale_pack2<typename W::Tc>(pa[i], (i % 2) == 0 ? c1.lo : c1.hi);
         }
         w.store_p(0, pa);  // over K0's rope block: S0 is done with it
         named_barrier_arrive(kMlaBarP0, kMlaComputeThreads);

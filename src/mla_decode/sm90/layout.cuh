@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
+#include "common/gpu_math.cuh"
 #include "common/sm90/mbarrier.cuh"
 #include "mla_decode/params.h"
 #include "mla_decode/workspace.h"
@@ -17,8 +19,8 @@ constexpr int kMlaWgKeys = kMlaTileKeys;    // cache tokens per tile (the schedu
 // others gave back waits forever, so the new budgets must fit in the same 3 x 168. The cp.async
 // loader needs 56 to issue its copies fully unrolled (at 40 it spilled or, with loops kept
 // rolled, became instruction-bound and starved the compute warpgroups: NOTES item 22); the TMA
-// loader is one thread with a handful of values. A converting loader (quantized caches) holds one
-// phase's four raw 16-byte chunks in registers at once (its budget is the cp.async loader's today).
+// loader is one thread with a handful of values. The quantized loader (one issuing warp, three
+// converting ones, each converting lane holding two raw 16-byte chunks) fits the same budget.
 template <bool kTma, bool kConvert = false>
 struct MlaWgRegs {
   static constexpr int kCompute = kTma ? 232 : (kConvert ? 224 : 224);
@@ -26,6 +28,15 @@ struct MlaWgRegs {
   static_assert(2 * kCompute + kLoader <= 3 * (65536 / kMlaWgThreads / 8 * 8),
                 "register budgets exceed the block's registers");
 };
+
+// The tensor cores' operand type for tiles of cache format kFmt with T queries and output. fp8
+// caches with a per-tensor scale (kMlaFp8) are read as half whatever T is: every e4m3 and e5m2
+// value is a half, and the loader's conversion is then one instruction per two values (to bf16 it
+// takes four: fp8 -> half2 -> two floats -> bf16x2), which bounded that path (NOTES item 42); bf16
+// queries are then brought into half by a power of two per row (compute.cuh, convert_queries).
+// 656-byte rows (values times per-token scales, rounded) and 16-bit caches keep T.
+template <typename T, int kFmt>
+using MlaTileT = typename std::conditional<kFmt == kMlaFp8, gpu_half, T>::type;
 
 // Column groups of a tile buffer, each with its own full/empty barrier pair.
 enum MlaColGroup : int { kGroupL = 0, kGroupR = 1, kGroupRope = 2, kGroups = 3 };
@@ -51,9 +62,14 @@ struct MlaWgSmem {
   static constexpr int kSum = kMax + 2 * 128 * 2 * 4;   // same shape: row sums at the end
   static constexpr int kBad = kSum + 2 * 128 * 2 * 4;   // [2 buffers][4 loader warps] + [2 warpgroups] ints, word 12: the loader's flag
   static constexpr int kKeyMask = kBad + 16 * 4;       // [2 buffers][64 tokens] bytes (sparse keys)
-  static constexpr int kPages = kKeyMask + 2 * 64;     // [2 buffers][4 tokens][128 loader threads] page ids
-  static constexpr int kBarriers = kPages + 2 * 4 * 128 * 4;  // full[2][3], empty[2][3]
-  static constexpr size_t kAllocBytes = size_t(kBarriers) + 2 * 2 * kGroups * 8 + 1024;  // + alignment
+  // The loader's page ids of a pair: [2 buffers][4 tokens][128 loader threads] (16-bit gather);
+  // quantized caches: [2 buffers][64 tokens] byte offsets (int64), then (kScales on) 656-byte rows' staged scales,
+  // [2 buffers][2 latent groups][64 tokens] x 8 bytes.
+  static constexpr int kPages = kKeyMask + 2 * 64;
+  static constexpr int kScales = kPages + 1024;
+  static constexpr int kBarriers = kPages + 2 * 4 * 128 * 4;  // full[2][3], empty[2][3], landed[2][3]
+  static_assert(kScales + 2 * 2 * 64 * 8 <= kBarriers, "the staged scales overrun the page ids' area");
+  static constexpr size_t kAllocBytes = size_t(kBarriers) + 3 * 2 * kGroups * 8 + 1024;  // + alignment
 };
 static_assert(MlaWgSmem::kAllocBytes <= 227 * 1024, "more shared memory than a Hopper block may have");
 
@@ -66,8 +82,10 @@ struct MlaWgShared {
   int* sBadWg;     // [compute warpgroup], per sequence
   unsigned char* sKeyMask;  // [buffer][tile token]: 1 if the token is a key (sparse tiles)
   int* sPage;      // the loader's page ids of the current pair
+  unsigned char* sScales;  // quantized loader: 656-byte rows' staged scales
   uint64_t* full;  // [buffer][group]
   uint64_t* empty;
+  uint64_t* landed;  // [buffer][group]: a quantized group's raw bytes are in (loader.cuh)
 
   __device__ __forceinline__ explicit MlaWgShared(unsigned char* smem_raw) {
     using S = MlaWgSmem;
@@ -79,8 +97,10 @@ struct MlaWgShared {
     sBadWg = sBadPage + 8;
     sKeyMask = base + S::kKeyMask;
     sPage = reinterpret_cast<int*>(base + S::kPages);
+    sScales = base + S::kScales;
     full = reinterpret_cast<uint64_t*>(base + S::kBarriers);
     empty = full + 2 * kGroups;
+    landed = empty + 2 * kGroups;
   }
   __device__ __forceinline__ unsigned char* tile(int buf) const { return base + MlaWgSmem::kTile0 + buf * MlaWgSmem::kTileBytes; }
 };

@@ -1,7 +1,9 @@
 // The loader warpgroup of the MLA Hopper kernel (kernel.cuh): streams a partition's 64-token
 // tiles into the two tile buffers, column group by column group, in the order the compute
 // warpgroups hand them back (mla_group_in_order), each group behind its "empty" barrier and
-// announced on its "full" one. Page ids are read a pair of tiles ahead.
+// announced on its "full" one. 16-bit caches: page ids are read a pair of tiles ahead, each
+// group's copies go straight into place (TMA or cp.async); quantized caches: an issuing warp and
+// three converting warps (mla_load_tiles_quantized).
 #pragma once
 
 #include "common/fp8.cuh"
@@ -90,119 +92,176 @@ __device__ __forceinline__ void mla_load_tiles_tma(const MlaDecodeParams& p, int
   }
 }
 
-// Quantized caches (kFmt != kMlaSame) reach a tile in two steps, because a group's fp8 bytes
-// need converting and registers are scarce (56 per loader thread):
-//  1. stage: cp.async copies the group's raw bytes into the upper part of the group's own area
-//     (its bf16 columns are not read again until it is announced full): a latent group with
-//     column blocks B..B+3 (B = 4 g) gets its 64 tokens' raw columns 0-127 in block B+2 and
-//     128-255 in block B+3 (token r at r * 128), a 656-byte row's four scales in block B+1 (token
-//     r at r * 16); an fp8 rope (kpe_fp8) gets its 64 bytes at 4096 + r * 64 of the rope block.
-//     A row with no key is zero-filled. (656-byte rows' bf16 rope needs no converting: it is
-//     copied straight into place, as a 16-bit cache's.)
-//  2. convert (one group later, so the copies' latency hides behind the next group's issue, when
-//     the next group's slot is already free; otherwise before waiting for that slot):
-//     each loader thread reads its raw chunks into registers, the warpgroup meets, then writes
-//     them as T into the swizzled bf16 layout. Latent groups do it in two phases (raw block B+2
-//     into blocks B, B+1; then raw block B+3 into B+2, B+3), each read before a barrier and
-//     written after it, so no thread overwrites raw bytes another has yet to read.
-// kMlaFp8: values converted exactly (the kernel applies kv_scale to S and O); kMlaDsRows: each
-// value times its group's scale, rounded to T (bf16).
-constexpr int kMlaLoaderBar = 7;  // named barrier of the loader warpgroup (the compute ones use 1-6)
-constexpr int kMlaRawRope = 4096;  // byte offset of a staged fp8 rope in the rope block
-constexpr int kMlaLoaderFlag = 12;  // sBadPage's word where the loader shares a decision (layout.cuh: 16 words)
+// Quantized caches (kFmt != kMlaSame): a group's raw bytes are converted in place (shared memory
+// has no room to stage them elsewhere), and the loader warpgroup splits into two roles so that no
+// copy waits for a conversion and no conversion for a free slot (when one warpgroup did both, at
+// most two groups were in flight and each waited for its bytes: NOTES item 42):
+//   warp 0 (the issuer) waits for each group's slot in the order they fall free, as the 16-bit
+//     loader does, issues the group's raw bytes by cp.async and goes on; their landing completes
+//     the group's "landed" barrier. Where the raw bytes go: every row's within that row's own
+//     bytes of the group's area, so a converting warp touches only its own rows - latent group g
+//     (column blocks B..B+3, B = 4 g): token r's raw columns 0-127 at block B+2 + r * 128, 128-255
+//     at block B+3 + r * 128; a 656-byte row's two scales of the group at
+//     sScales[buffer][g][r]; an fp8 rope's 64 bytes at the rope block + r * 128 + 64. A 656-byte
+//     row's bf16 rope needs no converting: it is copied straight into place. A row with no key is
+//     zero-filled.
+//   warps 1-3 (converters) wait for each group's landed barrier in the same order, rewrite their
+//     rows (row quads q = warp - 1, warp + 2, ... of the 16) as the tiles' type, swizzled, and
+//     announce the group full. Each lane reads its raw chunk of row 4 q + lane / 8 before any lane
+//     writes (a __syncwarp between), since a row's converted values overwrite its raw bytes.
+// kMlaFp8: values converted exactly, to half (MlaTileT; the kernel applies kv_scale to S and O);
+// kMlaDsRows: each value times its group's scale, rounded to T (bf16).
+constexpr int kMlaConverterWarps = 3;  // the full barriers' count on this path
 
-// Step 1 for this thread's chunk c of tile row r (row: the token's bytes, or nullptr; `any`: an
-// address a zero-filling copy may name; rope: the token's kpe bytes for an fp8 rope).
-template <int kFmt>
-__device__ __forceinline__ void stage_quantized(unsigned char* tile, int g, int r, int c, const unsigned char* row,
-                                                const unsigned char* any) {
+template <typename T, bool kSparse, int kFmt>
+__device__ __forceinline__ void mla_load_tiles_quantized(const MlaDecodeParams& p, int page_shift,
+                                                         const MlaSchedule& s, int part, int first_b, int last_b,
+                                                         int64_t capacity, const MlaWgShared& sh, int tw, int lane) {
   using S = MlaWgSmem;
-  const bool valid = row != nullptr;
-  if (g == kGroupRope) {
-    unsigned char* block = tile + 8 * S::kColBlockBytes;
-    if constexpr (kFmt == kMlaDsRows) {
-      cp_async_16(block + sw128_offset(r, c), valid ? row + kMlaDsRopeAt + 16 * c : any, valid);
-    } else if (c < 4) {
-      cp_async_16(block + kMlaRawRope + r * 64 + 16 * c, valid ? row + 16 * c : any, valid);
-    }
-    return;
-  }
-  unsigned char* area = tile + 4 * g * S::kColBlockBytes;
+  using Tc = MlaTileT<T, kFmt>;
+  const int warp = tw / 32;
+  const unsigned char* ckv8 = static_cast<const unsigned char*>(p.ckv);
+  const unsigned char* kpe8 = static_cast<const unsigned char*>(p.kpe);
+  const int64_t pool = p.num_pages * p.page_size;  // sparse: slots [0, pool) are keys
+  int uses[2] = {0, 0};  // tiles loaded into each buffer so far (all sequences)
+  for (int b = first_b; b <= last_b; ++b) {
+    const int kv_len = mla_kv_len<kSparse>(p, b, capacity);
+    const TileSpan tiles = mla_piece_tiles(s, part, b, mla_tiles_of(kv_len));
+    const int32_t* table = kSparse ? p.indices + int64_t(b) * p.topk : p.block_tables + int64_t(b) * p.max_pages;
+    for (int u = tiles.begin; u < tiles.end; u += 2) {  // t0 of a pair in buffer 0, t1 in buffer 1
+      const bool has1 = u + 1 < tiles.end;
+      const uint32_t parity0 = uses[0] & 1, parity1 = uses[1] & 1;  // landed; a slot's empty: ^ 1
+      ++uses[0];
+      if (has1) ++uses[1];
+      for (int step = 0; step < 2 * kGroups; ++step) {  // the order groups fall free (as the 16-bit loader)
+        constexpr int kBuf[6] = {0, 1, 0, 0, 1, 1};
+        constexpr int kOrder[6] = {0, 0, 1, 2, 1, 2};
+        const int buf = kBuf[step], g = mla_group_in_order(buf, kOrder[step]);
+        if (buf == 1 && !has1) continue;
+        const int t = u + buf;
+        const uint32_t parity = buf ? parity1 : parity0;
+        unsigned char* tile = sh.tile(buf);
+        uint64_t* landed = &sh.landed[buf * kGroups + g];
+        if (warp == 0) {
+          mbar_wait(&sh.empty[buf * kGroups + g], parity ^ 1);
+          // The tile's rows' byte offsets in the cache (-1: no key), parked in shared memory.
+          int64_t* offs = reinterpret_cast<int64_t*>(sh.sPage) + buf * kMlaWgKeys;
+          if (kOrder[step] == 0) {
+            // Checked once per tile, with its first group: -1 marks a row past kv_len or with an
+            // out-of-range id (zero-filled). The corrupt-page flag travels with the first group
+            // (a sparse list has none: such a slot is no key); sparse tiles also mark their keys.
+            // (Quantized caches on this path are combined: the rope is in the same rows.)
+            bool bad = false;
 #pragma unroll
-  for (int k = 0; k < 2; ++k) {
-    cp_async_16(area + (2 + k) * S::kColBlockBytes + r * 128 + 16 * c, valid ? row + 256 * g + 128 * k + 16 * c : any,
-                valid);
-  }
-  if constexpr (kFmt == kMlaDsRows) {
-    if (c == 0) cp_async_16(area + S::kColBlockBytes + r * 16, valid ? row + kMlaDsScalesAt : any, valid);
-  }
-}
-
-// Step 2 for group g of tile (all 128 loader threads; this one's tile rows kv_row + 16 h, chunk
-// c), once this thread's copies of it have landed (the caller waits for its cp.async group).
-template <typename T, int kFmt>
-__device__ __forceinline__ void convert_quantized(unsigned char* tile, int g, int kv_row, int c, bool e5m2) {
-  using S = MlaWgSmem;
-  named_barrier_sync(kMlaLoaderBar, 128);  // every thread's copies have landed
-  uint4 raw[4];
-  if (g == kGroupRope) {  // (only fp8 ropes get here)
-    unsigned char* block = tile + 8 * S::kColBlockBytes;
+            for (int h = 0; h < 2; ++h) {
+              const int row = lane + 32 * h, j = t * kMlaWgKeys + row;
+              const bool in_seq = j < kv_len;
+              const int32_t e = in_seq ? table[kSparse ? j : (j >> page_shift)] : -1;
+              const bool ok = kSparse ? e >= 0 && e < pool : e >= 0 && e < p.num_pages;
+              bad |= !kSparse && in_seq && !ok;
+              const int64_t at = kSparse ? int64_t(e) * p.ckv_slot_stride
+                                         : int64_t(e) * p.ckv_page_stride + (j & int(p.page_size - 1)) * p.ckv_slot_stride;
+              offs[row] = in_seq && ok ? at : -1;
+              if (kSparse) sh.sKeyMask[buf * kMlaWgKeys + row] = in_seq && ok ? 1 : 0;
+            }
+            bad = gpu::any(bad);
+            if (lane < 4) sh.sBadPage[buf * 4 + lane] = lane == 0 && bad ? 1 : 0;
+            __syncwarp();  // (the offsets, for the other lanes' copies)
+          }
+          if (g != kGroupRope) {
+            unsigned char* area = tile + 4 * g * S::kColBlockBytes;
+            // 64 rows x 256 bytes: 16 lanes a row, lane chunk c of raw block k, rows 2 i + lane / 16
+            const int k = (lane >> 3) & 1, c = lane & 7;
+            unsigned char* dst = area + (2 + k) * S::kColBlockBytes + (lane >> 4) * 128 + 16 * c;
+            const unsigned char* src = ckv8 + 256 * g + 128 * k + 16 * c;
+#pragma unroll 8
+            for (int i = 0; i < 32; ++i) {
+              const int64_t at = offs[2 * i + (lane >> 4)];
+              cp_async_16(dst + 256 * i, src + (at < 0 ? 0 : at), at >= 0);
+            }
+            if constexpr (kFmt == kMlaDsRows) {
 #pragma unroll
-    for (int h = 0; h < 4; ++h) {
-      raw[h] = c < 4 ? *reinterpret_cast<const uint4*>(block + kMlaRawRope + (kv_row + 16 * h) * 64 + 16 * c)
-                     : make_uint4(0, 0, 0, 0);
-    }
-    named_barrier_sync(kMlaLoaderBar, 128);
-    if (c < 4) {
+              for (int h = 0; h < 2; ++h) {
+                const int row = lane + 32 * h;
+                const int64_t at = offs[row];
+                cp_async_8(sh.sScales + ((buf * 2 + g) * kMlaWgKeys + row) * 8,
+                           ckv8 + (at < 0 ? 0 : at) + kMlaDsScalesAt + 8 * g, at >= 0);
+              }
+            }
+          } else {
+            unsigned char* block = tile + 8 * S::kColBlockBytes;
+            if constexpr (kFmt == kMlaDsRows) {  // bf16 rope: into place
+#pragma unroll 8
+              for (int i = 0; i < 16; ++i) {  // rows 4 i + lane / 8, chunk lane % 8
+                const int row = 4 * i + (lane >> 3), c = lane & 7;
+                const int64_t at = offs[row];
+                cp_async_16(block + sw128_offset(row, c), ckv8 + (at < 0 ? 0 : at) + kMlaDsRopeAt + 16 * c, at >= 0);
+              }
+            } else {  // fp8 rope (kpe's rows): raw
+#pragma unroll 8
+              for (int i = 0; i < 8; ++i) {  // rows 8 i + lane / 4, chunk lane % 4
+                const int row = 8 * i + (lane >> 2), c = lane & 3;
+                const int64_t at = offs[row];
+                cp_async_16(block + row * 128 + 64 + 16 * c, kpe8 + (at < 0 ? 0 : at) + 16 * c, at >= 0);
+              }
+            }
+          }
+          mbar_arrive_on_cp_async(landed);  // (each lane: its copies landed + a plain arrival)
+          mbar_arrive(landed);
+        } else {
+          mbar_wait(landed, parity);
+          const int c = lane % 8;
+          for (int q = warp - 1; q < kMlaWgKeys / 4; q += kMlaConverterWarps) {
+            const int r = 4 * q + lane / 8;
+            if (g != kGroupRope) {
+              unsigned char* area = tile + 4 * g * S::kColBlockBytes;
+              const uint4 raw0 = *reinterpret_cast<const uint4*>(area + 2 * S::kColBlockBytes + r * 128 + 16 * c);
+              const uint4 raw1 = *reinterpret_cast<const uint4*>(area + 3 * S::kColBlockBytes + r * 128 + 16 * c);
+              float2 sc = make_float2(1.f, 1.f);
+              if constexpr (kFmt == kMlaDsRows) {
+                sc = *reinterpret_cast<const float2*>(sh.sScales + ((buf * 2 + g) * kMlaWgKeys + r) * 8);
+              }
+              __syncwarp();  // the row's raw bytes are read before any lane overwrites them
 #pragma unroll
-      for (int h = 0; h < 4; ++h) {
-        uint4 lo, hi;
-        fp8x16_to<T>(raw[h], lo, hi, e5m2);
-        *reinterpret_cast<uint4*>(block + sw128_offset(kv_row + 16 * h, 2 * c)) = lo;
-        *reinterpret_cast<uint4*>(block + sw128_offset(kv_row + 16 * h, 2 * c + 1)) = hi;
+              for (int k = 0; k < 2; ++k) {
+                uint4 lo, hi;
+                if constexpr (kFmt == kMlaDsRows) fp8x16_scaled_to<Tc>(k ? raw1 : raw0, k ? sc.y : sc.x, lo, hi);
+                else fp8x16_to<Tc>(k ? raw1 : raw0, lo, hi, p.kv_e5m2);
+                const int col = 128 * k + 16 * c;  // the chunk's first column in the group
+                unsigned char* block = area + (col / 64) * S::kColBlockBytes;
+                *reinterpret_cast<uint4*>(block + sw128_offset(r, (col % 64) / 8)) = lo;
+                *reinterpret_cast<uint4*>(block + sw128_offset(r, (col % 64) / 8 + 1)) = hi;
+              }
+            } else if constexpr (kFmt == kMlaFp8) {
+              unsigned char* block = tile + 8 * S::kColBlockBytes;
+              const uint4 raw = c < 4 ? *reinterpret_cast<const uint4*>(block + r * 128 + 64 + 16 * c)
+                                      : make_uint4(0, 0, 0, 0);
+              __syncwarp();
+              if (c < 4) {
+                uint4 lo, hi;
+                fp8x16_to<Tc>(raw, lo, hi, p.kv_e5m2);
+                *reinterpret_cast<uint4*>(block + sw128_offset(r, 2 * c)) = lo;
+                *reinterpret_cast<uint4*>(block + sw128_offset(r, 2 * c + 1)) = hi;
+              }
+            }
+          }
+          fence_proxy_async_shared();  // the stores, for the compute warpgroups' wgmma reads
+          __syncwarp();
+          if (lane == 0) mbar_arrive(&sh.full[buf * kGroups + g]);
+        }
       }
-    }
-    return;
-  }
-  unsigned char* area = tile + 4 * g * S::kColBlockBytes;
-  float2 sc[4];  // 656-byte rows: this group's two scales of each row (read before phase 0 writes)
-#pragma unroll
-  for (int k = 0; k < 2; ++k) {
-#pragma unroll
-    for (int h = 0; h < 4; ++h) {
-      const int r = kv_row + 16 * h;
-      raw[h] = *reinterpret_cast<const uint4*>(area + (2 + k) * S::kColBlockBytes + r * 128 + 16 * c);
-      if constexpr (kFmt == kMlaDsRows) {
-        if (k == 0) sc[h] = *reinterpret_cast<const float2*>(area + S::kColBlockBytes + r * 16 + 8 * g);
-      }
-    }
-    named_barrier_sync(kMlaLoaderBar, 128);  // all reads of this phase's raw block are done
-    const int col = 128 * k + 16 * c;         // first of the chunk's 16 columns in the group
-    unsigned char* block = area + (col / 64) * S::kColBlockBytes;
-#pragma unroll
-    for (int h = 0; h < 4; ++h) {
-      uint4 lo, hi;
-      if constexpr (kFmt == kMlaDsRows) {
-        fp8x16_scaled_to<T>(raw[h], k ? sc[h].y : sc[h].x, lo, hi);
-      } else {
-        fp8x16_to<T>(raw[h], lo, hi, e5m2);
-      }
-      const int r = kv_row + 16 * h, chunk = (col % 64) / 8;
-      *reinterpret_cast<uint4*>(block + sw128_offset(r, chunk)) = lo;
-      *reinterpret_cast<uint4*>(block + sw128_offset(r, chunk + 1)) = hi;
     }
   }
 }
 
 // The gathering loader: the warpgroup's 128 threads gather a tile's rows (a small page's tile
 // spans several pages; a sparse tile is any 64 tokens), thread tw taking chunk ld_chunk of
-// tokens tw / 8 + 16 h. 16-bit caches: 16-byte cp.async copies. Quantized caches (kFmt, with
-// mla_hopper_format): staged raw by cp.async, converted one group later (stage_quantized,
-// convert_quantized).
+// tokens tw / 8 + 16 h, by 16-byte cp.async copies (16-bit caches; quantized ones take
+// mla_load_tiles_quantized).
 // kSparse: token j of list b is the slot indices[b * topk + j] (rows are page_size slots apart
 // within a page and pages are page_size rows apart, so a slot is a row index); an out-of-range
 // slot is no key (its row zero-filled, its id -1 for the compute warpgroups' mask), not a bad page.
-template <typename T, bool kSparse, int kFmt>
+template <typename T, bool kSparse>
 __device__ __forceinline__ void mla_load_tiles_gather(const MlaDecodeParams& p, int page_shift,
                                                       const MlaSchedule& s, int part, int first_b,
                                                       int last_b, int64_t capacity, const MlaWgShared& sh,
@@ -217,23 +276,9 @@ __device__ __forceinline__ void mla_load_tiles_gather(const MlaDecodeParams& p, 
   auto tile_range = [&](int b, int64_t kv_len) { return mla_piece_tiles(s, part, b, mla_tiles_of(kv_len)); };
   const T* ckv = static_cast<const T*>(p.ckv);
   const T* kpe = static_cast<const T*>(p.kpe);
-  const unsigned char* ckv8 = static_cast<const unsigned char*>(p.ckv);
-  const unsigned char* kpe8 = static_cast<const unsigned char*>(p.kpe);
   const int64_t pool = p.num_pages * p.page_size;  // sparse: slots [0, pool) are keys
   const int kv_row = tw / 8;  // tokens kv_row + 16 h (h < 4) of a tile
   int uses[2] = {0, 0};       // tiles loaded into each buffer so far (all sequences)
-  // Quantized caches: the staged group not yet converted (buffer * kGroups + group), or -1.
-  int pending = -1;
-  auto finish_pending = [&](bool newer_in_flight) {
-    if (newer_in_flight) cp_async_wait<1>();
-    else cp_async_wait<0>();
-    const int buf = pending / kGroups, g = pending % kGroups;
-    convert_quantized<T, kFmt>(base + S::kTile0 + buf * S::kTileBytes, g, kv_row, ld_chunk, p.kv_e5m2);
-    fence_proxy_async_shared();  // the stores, for the compute warpgroups' wgmma reads
-    mbar_arrive(&full[pending]);  // (both of this thread's arrivals: its copies have landed)
-    mbar_arrive(&full[pending]);
-    pending = -1;
-  };
   for (int b = first_b; b <= last_b; ++b) {
     // 32-bit token positions (kv_lens are int32): fewer registers for the loader.
     const int kv_len = mla_kv_len<kSparse>(p, b, capacity);
@@ -249,8 +294,8 @@ __device__ __forceinline__ void mla_load_tiles_gather(const MlaDecodeParams& p, 
     int32_t e0[4], e1[4];
 #pragma unroll
     for (int h = 0; h < 4; ++h) {
-      e0[h] = kFmt == kMlaSame && tiles.begin < tiles.end ? entry(tiles.begin, h) : 0;
-      e1[h] = kFmt == kMlaSame && tiles.begin + 1 < tiles.end ? entry(tiles.begin + 1, h) : 0;
+      e0[h] = tiles.begin < tiles.end ? entry(tiles.begin, h) : 0;
+      e1[h] = tiles.begin + 1 < tiles.end ? entry(tiles.begin + 1, h) : 0;
     }
     for (int u = tiles.begin; u < tiles.end; u += 2) {  // t0 of a pair in buffer 0, t1 in buffer 1
       const bool has1 = u + 1 < tiles.end;
@@ -268,15 +313,6 @@ __device__ __forceinline__ void mla_load_tiles_gather(const MlaDecodeParams& p, 
         const int t = u + buf;
         unsigned char* tile = base + S::kTile0 + buf * S::kTileBytes;
         int* page_ids = sPage + buf * 4 * 128;
-        if (kFmt != kMlaSame && pending >= 0) {
-          // Stage this group before converting the pending one only if its slot is free now:
-          // waiting for it first could hold the pending group back from a compute warpgroup that
-          // needs it before it releases this slot (then the warpgroups' overlap is lost). One
-          // thread looks; the warpgroup decides together (the conversion has barriers).
-          if (tw == 0) sh.sBadPage[kMlaLoaderFlag] = mbar_test(&empty[buf * kGroups + g], buf ? parity1 : parity0);
-          named_barrier_sync(kMlaLoaderBar, 128);
-          if (sh.sBadPage[kMlaLoaderFlag] == 0) finish_pending(false);
-        }
         mbar_wait(&empty[buf * kGroups + g], buf ? parity1 : parity0);
         if (kOrder[step] == 0) {
           // The tile's page ids (read during the previous pair) checked once and parked in
@@ -287,8 +323,7 @@ __device__ __forceinline__ void mla_load_tiles_gather(const MlaDecodeParams& p, 
           bool bad = false;
 #pragma unroll
           for (int h = 0; h < 4; ++h) {
-            // (quantized caches: read now; registers for the ids a pair ahead made the loader spill)
-            const int32_t e = kFmt != kMlaSame ? entry(t, h) : (buf ? e1[h] : e0[h]);
+            const int32_t e = buf ? e1[h] : e0[h];
             const bool in_seq = t * kMlaWgKeys + kv_row + 16 * h < kv_len;
             const bool ok = kSparse ? e >= 0 && e < pool : e >= 0 && e < p.num_pages;
             bad |= !kSparse && in_seq && !ok;
@@ -298,7 +333,7 @@ __device__ __forceinline__ void mla_load_tiles_gather(const MlaDecodeParams& p, 
           bad = gpu::any(bad);
           if (lane == 0) sBadPage[buf * 4 + tw / 32] = bad ? 1 : 0;
         }
-        // Element (16-bit caches) or byte (quantized) offsets of this thread's rows; -1: none.
+        // Element offsets of this thread's rows; -1: none.
         auto row_at = [&](int h, int64_t page_stride, int64_t slot_stride) -> int64_t {
           const int32_t id = page_ids[h * 128 + tw];
           if (id < 0) return -1;
@@ -306,50 +341,24 @@ __device__ __forceinline__ void mla_load_tiles_gather(const MlaDecodeParams& p, 
           const int slot = (t * kMlaWgKeys + kv_row + 16 * h) & int(p.page_size - 1);
           return int64_t(id) * page_stride + slot * slot_stride;
         };
-        if constexpr (kFmt == kMlaSame) {
 #pragma unroll
-          for (int h = 0; h < 4; ++h) {
-            const int64_t at_ckv = row_at(h, p.ckv_page_stride, p.ckv_slot_stride);
-            const int64_t at_kpe = row_at(h, p.kpe_page_stride, p.kpe_slot_stride);
-            copy_row_chunk(tile + sw128_offset(kv_row + 16 * h, ld_chunk), S::kColBlockBytes,
-                           ckv + (at_ckv < 0 ? 0 : at_ckv) + ld_chunk * 8, kpe + (at_kpe < 0 ? 0 : at_kpe) + ld_chunk * 8,
-                           at_ckv >= 0, 4 * g, g == kGroupRope ? S::kColBlocks : 4 * g + 4);
-          }
-        } else {
-#pragma unroll
-          for (int h = 0; h < 4; ++h) {
-            // (an fp8 rope from kpe's rows; a 656-byte row's from the row itself)
-            const bool fp8_rope = kFmt == kMlaFp8 && g == kGroupRope;
-            const int64_t at = fp8_rope ? row_at(h, p.kpe_page_stride, p.kpe_slot_stride)
-                                        : row_at(h, p.ckv_page_stride, p.ckv_slot_stride);
-            stage_quantized<kFmt>(tile, g, kv_row + 16 * h, ld_chunk,
-                                  at < 0 ? nullptr : (fp8_rope ? kpe8 : ckv8) + at, ckv8);
-          }
-          cp_async_commit();
-          // The group staged before this one: converted and announced now.
-          if (pending >= 0) finish_pending(true);
-          if (kFmt == kMlaDsRows && g == kGroupRope) {  // (copied into place: no converting)
-            mbar_arrive_on_cp_async(&full[buf * kGroups + g]);
-            mbar_arrive(&full[buf * kGroups + g]);
-          } else {
-            pending = buf * kGroups + g;
-          }
-          continue;
+        for (int h = 0; h < 4; ++h) {
+          const int64_t at_ckv = row_at(h, p.ckv_page_stride, p.ckv_slot_stride);
+          const int64_t at_kpe = row_at(h, p.kpe_page_stride, p.kpe_slot_stride);
+          copy_row_chunk(tile + sw128_offset(kv_row + 16 * h, ld_chunk), S::kColBlockBytes,
+                         ckv + (at_ckv < 0 ? 0 : at_ckv) + ld_chunk * 8, kpe + (at_kpe < 0 ? 0 : at_kpe) + ld_chunk * 8,
+                         at_ckv >= 0, 4 * g, g == kGroupRope ? S::kColBlocks : 4 * g + 4);
         }
         mbar_arrive_on_cp_async(&full[buf * kGroups + g]);
         mbar_arrive(&full[buf * kGroups + g]);
       }
-      // A pair of one tile ends on buffer 0's rope, whose S the next refill of buffer 0's L waits
-      // for: convert it now rather than after that wait.
-      if (!has1 && pending >= 0) finish_pending(false);
 #pragma unroll
       for (int h = 0; h < 4; ++h) {
-        if (kFmt == kMlaSame && u + 2 < tiles.end) e0[h] = entry(u + 2, h);
-        if (kFmt == kMlaSame && u + 3 < tiles.end) e1[h] = entry(u + 3, h);
+        if (u + 2 < tiles.end) e0[h] = entry(u + 2, h);
+        if (u + 3 < tiles.end) e1[h] = entry(u + 3, h);
       }
     }
   }
-  if (pending >= 0) finish_pending(false);
 }
 
 }  // namespace jaxpaged

@@ -271,19 +271,22 @@ struct MlaComputeWarpgroup {
   // meets the other warpgroup before the tiles' products read the queries.
   __device__ __forceinline__ void convert_queries() {
     if constexpr (kQueriesToHalf) {
-      unsigned char* q = base + S::kQ;
-      const int c = wg * 4 + lane % 4;
+      // This thread's chunk of column block cb of row r_lo (h = 0) or r_hi; a bf16 pair as floats.
+      auto chunk = [&](int h, int cb) {
+        return reinterpret_cast<uint4*>(base + S::kQ + cb * S::kColBlockBytes + sw128_offset(h ? r_hi : r_lo, wg * 4 + lane % 4));
+      };
+      auto as_floats = [](uint32_t w) { return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xFFFF0000u)); };
       float mx[2] = {0.f, 0.f};
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
 #pragma unroll
         for (int cb = 0; cb < S::kColBlocks; ++cb) {
-          const uint4 v = *reinterpret_cast<const uint4*>(q + cb * S::kColBlockBytes + sw128_offset(h ? r_hi : r_lo, c));
+          const uint4 v = *chunk(h, cb);
           const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
           for (int i = 0; i < 4; ++i) {  // (fmaxf drops NaN: a NaN value does not set the scale)
-            mx[h] = fmaxf(mx[h], fabsf(__uint_as_float(w4[i] << 16)));
-            mx[h] = fmaxf(mx[h], fabsf(__uint_as_float(w4[i] & 0xFFFF0000u)));
+            const float2 x = as_floats(w4[i]);
+            mx[h] = fmaxf(mx[h], fmaxf(fabsf(x.x), fabsf(x.y)));
           }
         }
 #pragma unroll
@@ -310,13 +313,14 @@ struct MlaComputeWarpgroup {
       for (int h = 0; h < 2; ++h) {
 #pragma unroll
         for (int cb = 0; cb < S::kColBlocks; ++cb) {
-          uint4* at = reinterpret_cast<uint4*>(q + cb * S::kColBlockBytes + sw128_offset(h ? r_hi : r_lo, c));
+          uint4* at = chunk(h, cb);
           const uint4 v = *at;
           const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
           uint32_t o4[4];
 #pragma unroll
           for (int i = 0; i < 4; ++i) {
-            o4[i] = pack2<gpu_half>(__uint_as_float(w4[i] << 16) * f[h], __uint_as_float(w4[i] & 0xFFFF0000u) * f[h]);
+            const float2 x = as_floats(w4[i]);
+            o4[i] = pack2<gpu_half>(x.x * f[h], x.y * f[h]);
           }
           *at = make_uint4(o4[0], o4[1], o4[2], o4[3]);
         }

@@ -47,6 +47,16 @@ enum MlaColGroup : int { kGroupL = 0, kGroupR = 1, kGroupRope = 2, kGroups = 3 }
 __device__ __forceinline__ constexpr int mla_group_in_order(int buf, int k) {
   return buf == 0 || k == 2 ? k : 1 - k;
 }
+// The loaders' six steps of a pair, in that order: step s refills the k-th group (in S's reading
+// order) of buffer mla_refill_buf(s), k = mla_refill_order(s); k = 0 is a tile's first refill.
+__device__ __forceinline__ constexpr int mla_refill_buf(int step) {
+  constexpr int kBuf[6] = {0, 1, 0, 0, 1, 1};
+  return kBuf[step];
+}
+__device__ __forceinline__ constexpr int mla_refill_order(int step) {
+  constexpr int kOrder[6] = {0, 0, 1, 2, 1, 2};
+  return kOrder[step];
+}
 
 // Shared memory, byte offsets from a 1024-aligned base (the swizzle atoms must be 1024-aligned).
 struct MlaWgSmem {
@@ -60,11 +70,11 @@ struct MlaWgSmem {
   static constexpr int kTile0 = kTileBytes;                       // two tile buffers follow Q
   static constexpr int kMax = kTile0 + 2 * kTileBytes;  // [2 warpgroups][128 threads][2] floats
   static constexpr int kSum = kMax + 2 * 128 * 2 * 4;   // same shape: row sums at the end
-  static constexpr int kBad = kSum + 2 * 128 * 2 * 4;   // [2 buffers][4 loader warps] + [2 warpgroups] ints, word 12: the loader's flag
+  static constexpr int kBad = kSum + 2 * 128 * 2 * 4;   // [2 buffers][4 loader warps] + [2 warpgroups] ints
   static constexpr int kKeyMask = kBad + 16 * 4;       // [2 buffers][64 tokens] bytes (sparse keys)
   // The loader's page ids of a pair: [2 buffers][4 tokens][128 loader threads] (16-bit gather);
-  // quantized caches: [2 buffers][64 tokens] byte offsets (int64), then (kScales on) 656-byte rows' staged scales,
-  // [2 buffers][2 latent groups][64 tokens] x 8 bytes.
+  // quantized caches: [2 buffers][64 tokens] byte offsets (int64), and at kScales the 656-byte
+  // rows' staged scales, [2 buffers][2 latent groups][64 tokens] x 8 bytes.
   static constexpr int kPages = kKeyMask + 2 * 64;
   static constexpr int kScales = kPages + 1024;
   static constexpr int kBarriers = kPages + 2 * 4 * 128 * 4;  // full[2][3], empty[2][3], landed[2][3]

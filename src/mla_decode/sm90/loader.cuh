@@ -32,6 +32,13 @@ __device__ __forceinline__ void copy_row_chunk(unsigned char* dst, int block_byt
   }
 }
 
+// Whether a gathering loader's table entry names cache rows: a sparse list's slot in [0, pool),
+// a block table's page id in [0, num_pages).
+template <bool kSparse>
+__device__ __forceinline__ bool mla_entry_ok(const MlaDecodeParams& p, int32_t e, int64_t pool) {
+  return kSparse ? e >= 0 && e < pool : e >= 0 && e < p.num_pages;
+}
+
 // TMA: one thread (the loader warpgroup's first) issues a box per 64-column block; a tile is a
 // 64-row slice of one page (pages of >= 64 tokens).
 __device__ __forceinline__ void mla_load_tiles_tma(const MlaDecodeParams& p, int page_shift, const MlaSchedule& s,
@@ -64,16 +71,14 @@ __device__ __forceinline__ void mla_load_tiles_tma(const MlaDecodeParams& p, int
       if (has1) ++uses1;
 #pragma unroll
       for (int step = 0; step < 2 * kGroups; ++step) {  // release order, as below
-        constexpr int kBuf[6] = {0, 1, 0, 0, 1, 1};
-        constexpr int kOrder[6] = {0, 0, 1, 2, 1, 2};
-        const int buf = kBuf[step], g = mla_group_in_order(buf, kOrder[step]);
+        const int buf = mla_refill_buf(step), g = mla_group_in_order(buf, mla_refill_order(step));
         if (buf == 1 && !has1) continue;
         const int t = u + buf;
         const int32_t page = buf ? pg1 : pg0;
         unsigned char* tile = base + S::kTile0 + buf * S::kTileBytes;
         uint64_t* bar = &full[buf * kGroups + g];
         mbar_wait(&empty[buf * kGroups + g], buf ? parity1 : parity0);
-        if (kOrder[step] == 0) sBadPage[buf * 4] = page < 0 || page >= p.num_pages ? 1 : 0;
+        if (mla_refill_order(step) == 0) sBadPage[buf * 4] = page < 0 || page >= p.num_pages ? 1 : 0;
         const int slot = (t * kMlaWgKeys) & int(p.page_size - 1);
         if (g == kGroupRope) {
           mbar_arrive_expect_tx(bar, S::kColBlockBytes);
@@ -134,9 +139,7 @@ __device__ __forceinline__ void mla_load_tiles_quantized(const MlaDecodeParams& 
       ++uses[0];
       if (has1) ++uses[1];
       for (int step = 0; step < 2 * kGroups; ++step) {  // the order groups fall free (as the 16-bit loader)
-        constexpr int kBuf[6] = {0, 1, 0, 0, 1, 1};
-        constexpr int kOrder[6] = {0, 0, 1, 2, 1, 2};
-        const int buf = kBuf[step], g = mla_group_in_order(buf, kOrder[step]);
+        const int buf = mla_refill_buf(step), g = mla_group_in_order(buf, mla_refill_order(step));
         if (buf == 1 && !has1) continue;
         const int t = u + buf;
         const uint32_t parity = buf ? parity1 : parity0;
@@ -146,7 +149,7 @@ __device__ __forceinline__ void mla_load_tiles_quantized(const MlaDecodeParams& 
           mbar_wait(&sh.empty[buf * kGroups + g], parity ^ 1);
           // The tile's rows' byte offsets in the cache (-1: no key), parked in shared memory.
           int64_t* offs = reinterpret_cast<int64_t*>(sh.sPage) + buf * kMlaWgKeys;
-          if (kOrder[step] == 0) {
+          if (mla_refill_order(step) == 0) {
             // Checked once per tile, with its first group: -1 marks a row past kv_len or with an
             // out-of-range id (zero-filled). The corrupt-page flag travels with the first group
             // (a sparse list has none: such a slot is no key); sparse tiles also mark their keys.
@@ -157,7 +160,7 @@ __device__ __forceinline__ void mla_load_tiles_quantized(const MlaDecodeParams& 
               const int row = lane + 32 * h, j = t * kMlaWgKeys + row;
               const bool in_seq = j < kv_len;
               const int32_t e = in_seq ? table[kSparse ? j : (j >> page_shift)] : -1;
-              const bool ok = kSparse ? e >= 0 && e < pool : e >= 0 && e < p.num_pages;
+              const bool ok = mla_entry_ok<kSparse>(p, e, pool);
               bad |= !kSparse && in_seq && !ok;
               const int64_t at = kSparse ? int64_t(e) * p.ckv_slot_stride
                                          : int64_t(e) * p.ckv_page_stride + (j & int(p.page_size - 1)) * p.ckv_slot_stride;
@@ -306,15 +309,13 @@ __device__ __forceinline__ void mla_load_tiles_gather(const MlaDecodeParams& p, 
       // waiting for one never holds back a group that is already free.
 #pragma unroll
       for (int step = 0; step < 2 * kGroups; ++step) {
-        constexpr int kBuf[6] = {0, 1, 0, 0, 1, 1};
-        constexpr int kOrder[6] = {0, 0, 1, 2, 1, 2};  // k-th group of that buffer
-        const int buf = kBuf[step], g = mla_group_in_order(buf, kOrder[step]);
+        const int buf = mla_refill_buf(step), g = mla_group_in_order(buf, mla_refill_order(step));
         if (buf == 1 && !has1) continue;
         const int t = u + buf;
         unsigned char* tile = base + S::kTile0 + buf * S::kTileBytes;
         int* page_ids = sPage + buf * 4 * 128;
         mbar_wait(&empty[buf * kGroups + g], buf ? parity1 : parity0);
-        if (kOrder[step] == 0) {
+        if (mla_refill_order(step) == 0) {
           // The tile's page ids (read during the previous pair) checked once and parked in
           // shared memory, so no registers hold them through its three groups: -1 marks a row
           // past kv_len or with an out-of-range id (zero-filled). The corrupt-page flags
@@ -325,7 +326,7 @@ __device__ __forceinline__ void mla_load_tiles_gather(const MlaDecodeParams& p, 
           for (int h = 0; h < 4; ++h) {
             const int32_t e = buf ? e1[h] : e0[h];
             const bool in_seq = t * kMlaWgKeys + kv_row + 16 * h < kv_len;
-            const bool ok = kSparse ? e >= 0 && e < pool : e >= 0 && e < p.num_pages;
+            const bool ok = mla_entry_ok<kSparse>(p, e, pool);
             bad |= !kSparse && in_seq && !ok;
             page_ids[h * 128 + tw] = in_seq && ok ? e : -1;
             if (kSparse && ld_chunk == 0) sh.sKeyMask[buf * 64 + kv_row + 16 * h] = in_seq && ok ? 1 : 0;

@@ -146,6 +146,16 @@ __device__ __forceinline__ void mla_load_tiles_quantized(const MlaDecodeParams& 
         unsigned char* tile = sh.tile(buf);
         uint64_t* landed = &sh.landed[buf * kGroups + g];
         if (warp == 0) {
+          // The table entries of the tile's rows lane and lane + 32 (its first group only), read
+          // before the slot's wait: their latency then overlaps it rather than following it.
+          int32_t ent[2] = {-1, -1};
+          if (mla_refill_order(step) == 0) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int j = t * kMlaWgKeys + lane + 32 * h;
+              if (j < kv_len) ent[h] = table[kSparse ? j : (j >> page_shift)];
+            }
+          }
           mbar_wait(&sh.empty[buf * kGroups + g], parity ^ 1);
           // The tile's rows' byte offsets in the cache (-1: no key), parked in shared memory.
           int64_t* offs = reinterpret_cast<int64_t*>(sh.sPage) + buf * kMlaWgKeys;
@@ -159,7 +169,7 @@ __device__ __forceinline__ void mla_load_tiles_quantized(const MlaDecodeParams& 
             for (int h = 0; h < 2; ++h) {
               const int row = lane + 32 * h, j = t * kMlaWgKeys + row;
               const bool in_seq = j < kv_len;
-              const int32_t e = in_seq ? table[kSparse ? j : (j >> page_shift)] : -1;
+              const int32_t e = ent[h];
               const bool ok = mla_entry_ok<kSparse>(p, e, pool);
               bad |= !kSparse && in_seq && !ok;
               const int64_t at = kSparse ? int64_t(e) * p.ckv_slot_stride
@@ -225,15 +235,23 @@ __device__ __forceinline__ void mla_load_tiles_quantized(const MlaDecodeParams& 
                 sc = *reinterpret_cast<const float2*>(sh.sScales + ((buf * 2 + g) * kMlaWgKeys + r) * 8);
               }
               __syncwarp();  // the row's raw bytes are read before any lane overwrites them
+              // Lanes c and c + 4 of a row write the same chunk positions of adjacent column
+              // blocks (the same banks): the upper four convert their raw chunk's halves swapped
+              // and store the second output chunk first, so each store instruction's eight lanes
+              // of a row cover eight distinct bank groups.
+              const bool swap = c >= 4;
 #pragma unroll
               for (int k = 0; k < 2; ++k) {
-                uint4 lo, hi;
-                if constexpr (kFmt == kMlaDsRows) fp8x16_scaled_to<Tc>(k ? raw1 : raw0, k ? sc.y : sc.x, lo, hi);
-                else fp8x16_to<Tc>(k ? raw1 : raw0, lo, hi, p.kv_e5m2);
+                uint4 raw = k ? raw1 : raw0;
+                if (swap) raw = make_uint4(raw.z, raw.w, raw.x, raw.y);
+                uint4 first, second;
+                if constexpr (kFmt == kMlaDsRows) fp8x16_scaled_to<Tc>(raw, k ? sc.y : sc.x, first, second);
+                else fp8x16_to<Tc>(raw, first, second, p.kv_e5m2);
                 const int col = 128 * k + 16 * c;  // the chunk's first column in the group
                 unsigned char* block = area + (col / 64) * S::kColBlockBytes;
-                *reinterpret_cast<uint4*>(block + sw128_offset(r, (col % 64) / 8)) = lo;
-                *reinterpret_cast<uint4*>(block + sw128_offset(r, (col % 64) / 8 + 1)) = hi;
+                const int ch = (col % 64) / 8;
+                *reinterpret_cast<uint4*>(block + sw128_offset(r, ch + (swap ? 1 : 0))) = first;
+                *reinterpret_cast<uint4*>(block + sw128_offset(r, ch + (swap ? 0 : 1))) = second;
               }
             } else if constexpr (kFmt == kMlaFp8) {
               unsigned char* block = tile + 8 * S::kColBlockBytes;

@@ -43,6 +43,49 @@ RS = """// m64n256k16, A from registers (4 x 32 bits per thread, the mma.m16n8k1
 """
 
 
+# fp8 (e4m3 / e5m2) shapes: k = 32 bytes, both operands K-major (wgmma's fp8 forms have no
+# transpose immediates), for the fp8-operand MLA design (NOTES item 43 e; tools/wgmma_fp8_probe.cu).
+SS8 = """// m64n{N}k32, fp8 (TY: e4m3 / e5m2) A and B from shared memory (descriptors), both K-major.
+// D (+)= A * B in float32.
+#define JP_WGMMA_M64N{N}K32_SS_F8(TY)                                                      \\
+  __device__ __forceinline__ void wgmma_m64n{N}k32_ss_##TY(float (&d)[{R}], uint64_t desc_a,     \\
+                                                          uint64_t desc_b, int accumulate) { \\
+    asm volatile("{\\n.reg .pred p;\\nsetp.ne.b32 p, %{P}, 0;\\n"                          \\
+                 "wgmma.mma_async.sync.aligned.m64n{N}k32.f32." #TY "." #TY " "           \\
+                 "{{{dregs}}}, %{A}, %{B}, p, 1, 1;\\n}}\\n"                               \\
+                 : {douts}                                                              \\
+                 : "l"(desc_a), "l"(desc_b), "r"(accumulate));                          \\
+  }}
+"""
+
+RS8 = """// m64n{N}k32, fp8 A from registers (4 x 32 bits per thread: the mma.m16n8k32 A layout per warp,
+// bytes of rows lane / 4 and + 8, columns 4 (lane % 4) + 0..3 and + 16), B from shared memory
+// K-major. D (+)= A * B in float32.
+#define JP_WGMMA_M64N{N}K32_RS_F8(TY)                                                      \\
+  __device__ __forceinline__ void wgmma_m64n{N}k32_rs_##TY(float (&d)[{R}], const uint32_t (&a)[4], \\
+                                                          uint64_t desc_b, int accumulate) { \\
+    asm volatile("{\\n.reg .pred p;\\nsetp.ne.b32 p, %{P}, 0;\\n"                          \\
+                 "wgmma.mma_async.sync.aligned.m64n{N}k32.f32." #TY "." #TY " "           \\
+                 "{{{dregs}}}, {{%{A0}, %{A1}, %{A2}, %{A3}}}, %{B}, p, 1, 1;\\n}}\\n"         \\
+                 : {douts}                                                              \\
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate)); \\
+  }}
+"""
+
+
+def f8(template, n):
+    """An fp8 template for m64n{n}k32."""
+    r = n // 2
+    fields = {"{N}": n, "{R}": r, "{A}": r, "{B}": r + 1, "{P}": r + 2}
+    if "{A0}" in template:
+        fields = {"{N}": n, "{R}": r, "{A0}": r, "{A1}": r + 1, "{A2}": r + 2, "{A3}": r + 3, "{B}": r + 4,
+                  "{P}": r + 5}
+    text = template
+    for key, value in fields.items():
+        text = text.replace(key, str(value))
+    return fill(text, r)
+
+
 def fill(template, n):
     dregs = ", ".join(f"%{i}" for i in range(n))
     douts = ", ".join(f'"+f"(d[{i}])' for i in range(n))
@@ -56,3 +99,7 @@ with open("src/common/sm90/wgmma_ops.inc", "w") as f:
     f.write(fill(RS, 128))  # O += P V, P from registers
     f.write("\n\n")
     f.write(ss(256, trans_b=True))  # O += P V, P from shared memory
+    f.write("\n\n")
+    f.write(f8(SS8, 64))  # fp8 operands: S = Q K^T
+    f.write("\n\n")
+    f.write(f8(RS8, 256))  # fp8 operands: O += P V^T', P from registers

@@ -103,3 +103,5 @@ with open("src/common/sm90/wgmma_ops.inc", "w") as f:
     f.write(f8(SS8, 64))  # fp8 operands: S = Q K^T
     f.write("\n\n")
     f.write(f8(RS8, 256))  # fp8 operands: O += P V^T', P from registers
+    f.write("\n\n")
+    f.write(f8(SS8, 256))  # fp8 operands: O += P V^T', P from shared memory (the peer's tile)

@@ -12,14 +12,16 @@
 //      because V^T is written with its tokens permuted to match (design point 3); V^T is the
 //      tile's latent part transposed in shared memory with the 64-byte swizzle (descriptor mode 2).
 //      O's error against the exact P V (float64, the device's own P).
+//   4. The same O with P read from shared memory instead (wgmma m64n256k32 SS, A K-major with the
+//      64-byte swizzle): how the seesaw's other warpgroup would take a tile's P.
 //
 //   nvcc -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a -I src -o /tmp/wgmma_fp8_probe \
 //     tools/wgmma_fp8_probe.cu && /tmp/wgmma_fp8_probe
 // Prints the errors and PASS / FAIL: S within 2^-14 of each row's max |S| (the split is exact down
 // to 2^-10 of each row's largest query; 2^-14 admits the model's pessimistic 14-bit fp8
 // accumulation, and the float32 figure beside it says how far the hardware is from full float32
-// sums), O within 2^-8 relative (P as hi + lo keeps 8 significant bits). Exit status 0 when both
-// pass; a layout or descriptor mistake shows as errors of order 1.
+// sums), O within 2^-8 relative in both forms (P as hi + lo keeps 8 significant bits). Exit
+// status 0 when all three pass; a layout or descriptor mistake shows as errors of order 1.
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
@@ -38,6 +40,7 @@ namespace jp = jaxpaged;
 namespace jaxpaged {
 JP_WGMMA_M64N64K32_SS_F8(e4m3)
 JP_WGMMA_M64N256K32_RS_F8(e4m3)
+JP_WGMMA_M64N256K32_SS_F8(e4m3)
 }  // namespace jaxpaged
 #endif
 
@@ -48,7 +51,8 @@ constexpr int kBlocks = 5;   // 128-byte column blocks per row (the rope block p
 constexpr int kBlockBytes = 64 * 128;
 constexpr int kQ = 0, kK = kBlocks * kBlockBytes, kVt = 2 * kBlocks * kBlockBytes;  // shared layout
 constexpr int kVtBytes = 512 * 64;
-constexpr int kSmem = kVt + kVtBytes;
+constexpr int kP = kVt + kVtBytes;  // P hi / lo as an A operand in shared memory: 64 rows x 64 bytes
+constexpr int kSmem = kP + 64 * 64;
 
 // The query row whose hi / lo term sits in wgmma row m (rows 16 w + i: hi for i < 8, lo for i >= 8).
 __host__ __device__ inline int real_row(int m) { return (m / 16) * 8 + (m % 8); }
@@ -80,7 +84,8 @@ __device__ inline float from_e4m3(uint8_t b) {
 // q: [32][576] bf16 values as float; q_exp: per row, the power of two (exponent) of the split;
 // kv: [64][576] e4m3 bytes. Out: s [32][64] (scaled scores), p [32][64], o [32][512].
 __global__ void __launch_bounds__(128) probe_kernel(const float* q, const int* q_exp, const uint8_t* kv,
-                                                    float scale, float* s_out, float* p_out, float* o_out) {
+                                                    float scale, float* s_out, float* p_out, float* o_out,
+                                                    float* o_ss_out) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char smem_raw[];
   // The swizzle atoms need a 1024-aligned base (the launch asks for 1 KiB more than the layout).
@@ -159,9 +164,23 @@ __global__ void __launch_bounds__(128) probe_kernel(const float* q, const int* q
       a_regs[kk][reg + 1] |= lo << (8 * byte);
     }
   }
-  // O = P V: two halves of 256 latent columns, two k-blocks each.
+  // P as the A operand in shared memory too (row r_lo: hi, r_hi: lo; column = slot), for the SS form.
+#pragma unroll
+  for (int kk = 0; kk < 2; ++kk) {
+#pragma unroll
+    for (int reg = 0; reg < 4; ++reg) {
+      const int m = r_lo + 8 * (reg % 2), slot0 = 32 * kk + 16 * (reg / 2) + 4 * c;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) smem[kP + sw64_byte(m, slot0 + i)] = uint8_t(a_regs[kk][reg] >> (8 * i));
+    }
+  }
+  jp::fence_proxy_async_shared();
+  __syncthreads();
+  // O = P V: two halves of 256 latent columns, two k-blocks each; P from registers (form 0) and
+  // from shared memory (form 1).
 #pragma unroll 1
-  for (int h = 0; h < 2; ++h) {
+  for (int hf = 0; hf < 4; ++hf) {
+    const int h = hf % 2, form = hf / 2;
     float o[128];
 #pragma unroll
     for (int i = 0; i < 128; ++i) o[i] = 0.f;
@@ -171,7 +190,13 @@ __global__ void __launch_bounds__(128) probe_kernel(const float* q, const int* q
       // 64-byte swizzle: mode 2 in bits 62-63; 8 rows of 64 bytes = 512 bytes between row groups.
       uint64_t b = jp::wgmma_desc_sw128(base + kVt + h * 256 * 64 + 32 * kk, 16, 512);
       b = (b & ~(uint64_t(3) << 62)) | (uint64_t(2) << 62);
-      jp::wgmma_m64n256k32_rs_e4m3(o, a_regs[kk], b, 1);
+      if (form == 0) {
+        jp::wgmma_m64n256k32_rs_e4m3(o, a_regs[kk], b, 1);
+      } else {
+        uint64_t a = jp::wgmma_desc_sw128(base + kP + 32 * kk, 16, 512);
+        a = (a & ~(uint64_t(3) << 62)) | (uint64_t(2) << 62);
+        jp::wgmma_m64n256k32_ss_e4m3(o, a, b, 1);
+      }
     }
     jp::wgmma_commit();
     jp::wgmma_wait<0>();
@@ -179,7 +204,8 @@ __global__ void __launch_bounds__(128) probe_kernel(const float* q, const int* q
     for (int j = 0; j < 32; ++j) {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        o_out[row * 512 + h * 256 + 8 * j + 2 * c + e] = (o[4 * j + e] + o[4 * j + 2 + e]) * (1.f / 256.f);
+        (form ? o_ss_out : o_out)[row * 512 + h * 256 + 8 * j + 2 * c + e] =
+            (o[4 * j + e] + o[4 * j + 2 + e]) * (1.f / 256.f);
       }
     }
   }
@@ -223,7 +249,7 @@ int main() {
   }
   const float scale = 1.f / std::sqrt(192.f);
 
-  float *dq, *ds, *dp, *dout;
+  float *dq, *ds, *dp, *dout, *dout_ss;
   int* de;
   uint8_t* dkv;
   cudaMalloc(&dq, q.size() * 4);
@@ -232,20 +258,22 @@ int main() {
   cudaMalloc(&ds, kRows * kKeys * 4);
   cudaMalloc(&dp, kRows * kKeys * 4);
   cudaMalloc(&dout, kRows * 512 * 4);
+  cudaMalloc(&dout_ss, kRows * 512 * 4);
   cudaMemcpy(dq, q.data(), q.size() * 4, cudaMemcpyHostToDevice);
   cudaMemcpy(de, q_exp.data(), kRows * 4, cudaMemcpyHostToDevice);
   cudaMemcpy(dkv, kv.data(), kv.size(), cudaMemcpyHostToDevice);
   cudaFuncSetAttribute(probe_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem + 1024);
-  probe_kernel<<<1, 128, kSmem + 1024>>>(dq, de, dkv, scale, ds, dp, dout);
+  probe_kernel<<<1, 128, kSmem + 1024>>>(dq, de, dkv, scale, ds, dp, dout, dout_ss);
   const cudaError_t err = cudaDeviceSynchronize();
   if (err != cudaSuccess) {
     std::printf("launch failed: %s\n", cudaGetErrorString(err));
     return 2;
   }
-  std::vector<float> s(kRows * kKeys), p(kRows * kKeys), o(kRows * 512);
+  std::vector<float> s(kRows * kKeys), p(kRows * kKeys), o(kRows * 512), o_ss(kRows * 512);
   cudaMemcpy(s.data(), ds, s.size() * 4, cudaMemcpyDeviceToHost);
   cudaMemcpy(p.data(), dp, p.size() * 4, cudaMemcpyDeviceToHost);
   cudaMemcpy(o.data(), dout, o.size() * 4, cudaMemcpyDeviceToHost);
+  cudaMemcpy(o_ss.data(), dout_ss, o_ss.size() * 4, cudaMemcpyDeviceToHost);
 
   // 1-2: S against the exact product, and what float32 accumulation of exact products gives.
   double s_err = 0, s_f32_err = 0, s_max = 0;
@@ -269,20 +297,24 @@ int main() {
     s_max = std::fmax(s_max, row_max);
   }
   // 3: O against the exact P V of the device's P.
-  double o_num = 0, o_den = 0;
+  double o_num = 0, o_den = 0, ss_num = 0;
   for (int i = 0; i < kRows; ++i) {
     for (int n = 0; n < 512; ++n) {
       double exact = 0;
       for (int t = 0; t < kKeys; ++t) exact += double(p[i * kKeys + t]) * e4m3_value(kv[t * kWidth + n]);
       o_num += (o[i * 512 + n] - exact) * (o[i * 512 + n] - exact);
+      ss_num += (o_ss[i * 512 + n] - exact) * (o_ss[i * 512 + n] - exact);
       o_den += exact * exact;
     }
   }
-  const double o_err = std::sqrt(o_num / o_den);
+  const double o_err = std::sqrt(o_num / o_den), ss_err = std::sqrt(ss_num / o_den);
   const bool s_ok = s_err <= std::ldexp(1.0, -14), o_ok = o_err <= std::ldexp(1.0, -8);
+  const bool ss_ok = ss_err <= std::ldexp(1.0, -8);
   std::printf("S = Q K^T (split queries, stacked rows): max error / row's max |S| %.2e (float32 accumulation "
               "of exact products: %.2e) %s\n", s_err, s_f32_err, s_ok ? "PASS" : "FAIL");
   std::printf("O = P V (P split in registers, permuted V^T, 64-byte swizzle): rel error %.2e %s\n", o_err,
               o_ok ? "PASS" : "FAIL");
-  return s_ok && o_ok ? 0 : 1;
+  std::printf("O = P V (P from shared memory, 64-byte swizzle, SS form): rel error %.2e %s\n", ss_err,
+              ss_ok ? "PASS" : "FAIL");
+  return s_ok && o_ok && ss_ok ? 0 : 1;
 }

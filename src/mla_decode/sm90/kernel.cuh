@@ -98,7 +98,7 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
   auto tile_range = [&](int b, int64_t kv_len) { return mla_piece_tiles(s, part, b, mla_tiles_of(kv_len)); };
 
   if (wg == 2) {  // the loader warpgroup
-    warpgroup_regs_shrink<MlaWgRegs<kTma, kFmt != kMlaSame>::kLoader>();
+    warpgroup_regs_shrink<MlaWgRegs<kTma>::kLoader>();
     if constexpr (kTma) {
       if (tw == 0) mla_load_tiles_tma(p, page_shift, s, part, first_b, last_b, capacity, maps, sh);
     } else if constexpr (kFmt != kMlaSame) {
@@ -110,7 +110,7 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
   }
 
   // The compute warpgroups.
-  warpgroup_regs_grow<MlaWgRegs<kTma, kFmt != kMlaSame>::kCompute>();
+  warpgroup_regs_grow<MlaWgRegs<kTma>::kCompute>();
   using W = MlaComputeWarpgroup<T, kTma, kSparse, kFmt>;
   W w(p, sh, wg, tw, lane, rows_per_b, row0, ld_chunk);
   int uses[2] = {0, 0};      // tiles consumed from each buffer so far (mirrors the loader)

@@ -21,10 +21,10 @@ constexpr int kMlaWgKeys = kMlaTileKeys;    // cache tokens per tile (the schedu
 // rolled, became instruction-bound and starved the compute warpgroups: NOTES item 22); the TMA
 // loader is one thread with a handful of values. The quantized loader (one issuing warp, three
 // converting ones, each converting lane holding two raw 16-byte chunks) fits the same budget.
-template <bool kTma, bool kConvert = false>
+template <bool kTma>
 struct MlaWgRegs {
-  static constexpr int kCompute = kTma ? 232 : (kConvert ? 224 : 224);
-  static constexpr int kLoader = kTma ? 32 : (kConvert ? 56 : 56);
+  static constexpr int kCompute = kTma ? 232 : 224;
+  static constexpr int kLoader = kTma ? 32 : 56;
   static_assert(2 * kCompute + kLoader <= 3 * (65536 / kMlaWgThreads / 8 * 8),
                 "register budgets exceed the block's registers");
 };

@@ -32,8 +32,8 @@ __device__ __forceinline__ void copy_row_chunk(unsigned char* dst, int block_byt
   }
 }
 
-// Whether a gathering loader's table entry names cache rows: a sparse list's slot in [0, pool),
-// a block table's page id in [0, num_pages).
+// Whether a loader's table entry names cache rows: a sparse list's slot in [0, pool), a block
+// table's page id in [0, num_pages) (pool unused).
 template <bool kSparse>
 __device__ __forceinline__ bool mla_entry_ok(const MlaDecodeParams& p, int32_t e, int64_t pool) {
   return kSparse ? e >= 0 && e < pool : e >= 0 && e < p.num_pages;
@@ -78,7 +78,7 @@ __device__ __forceinline__ void mla_load_tiles_tma(const MlaDecodeParams& p, int
         unsigned char* tile = base + S::kTile0 + buf * S::kTileBytes;
         uint64_t* bar = &full[buf * kGroups + g];
         mbar_wait(&empty[buf * kGroups + g], buf ? parity1 : parity0);
-        if (mla_refill_order(step) == 0) sBadPage[buf * 4] = page < 0 || page >= p.num_pages ? 1 : 0;
+        if (mla_refill_order(step) == 0) sBadPage[buf * 4] = mla_entry_ok<false>(p, page, 0) ? 0 : 1;
         const int slot = (t * kMlaWgKeys) & int(p.page_size - 1);
         if (g == kGroupRope) {
           mbar_arrive_expect_tx(bar, S::kColBlockBytes);

@@ -84,6 +84,10 @@ def _latent_amax(case):
     (16, 2, 64, True, [0, 50, 130]),
     (128, 1, 1, False, [3, 40, 1]),
     (64, 1, 16, False, [2000, 7, 600]),  # long enough for KV splits
+    # At most 16 query rows, pages of >= 64 (combined fp8: Hopper's narrow fp8 kernel), sequences cut
+    # into pieces and merged, an empty one, one that ends inside its first tile.
+    (16, 1, 64, False, [0, 1000, 4100, 63]),
+    (8, 2, 128, True, [1, 65, 700]),
 ])
 def test_mla_quantized_caches_match_reference(rng, fmt, heads, s_q, page_size, causal, kv_lens):
     case = mla_case(rng, kv_lens=kv_lens, s_q=s_q, num_heads=heads, page_size=page_size, dtype=Q_DTYPE,
@@ -137,8 +141,10 @@ def test_mla_fp8_queries_of_any_magnitude(rng, heads, page_size):
     out, lse = f(*args)
     ref_out, ref_lse = reference.mla_decode(*args, scale=0.07, **kw)
     assert_close(out, ref_out, Q_DTYPE)
-    # (lse reaches 1e5 for the 2^20 heads: float32's own relative precision bounds it there)
-    np.testing.assert_allclose(np.asarray(lse), np.asarray(ref_lse), rtol=1e-5, atol=2e-3)
+    # (lse reaches 1e5 for the 2^20 heads. On Hopper the 16-head case runs the narrow fp8 kernel, whose
+    # scores come from fp8 tensor cores: about 12 significant bits relative to the row's largest
+    # products (NOTES item 44; measured 4.8e-5 here), so lse agrees to 2^-12 relative, not float32's.)
+    np.testing.assert_allclose(np.asarray(lse), np.asarray(ref_lse), rtol=2.0**-12, atol=2e-3)
 
 
 @pytest.mark.parametrize("call, match", [

@@ -73,6 +73,24 @@ RS8 = """// m64n{N}k32, fp8 A from registers (4 x 32 bits per thread: the mma.m1
 """
 
 
+# The fp8 shape of the narrow fp8 MLA kernel (sm90/fp8_narrow.cuh): both its products, S^T = K Q'^T
+# and O^T += V^T P'^T, are m64n32k32 with both operands in shared memory; A is the cache's fp8
+# format (e4m3 or e5m2), B the split queries or probabilities (e4m3).
+SS8AB = """// m64n{N}k32, fp8 A (TA) and B (TB: e4m3 / e5m2) from shared memory (descriptors), both
+// K-major. D (+)= A * B in float32 (Hopper keeps fewer bits than float32 in each product's sums:
+// callers promote partial products to float32 registers).
+#define JP_WGMMA_M64N{N}K32_SS_F8AB(TA, TB)                                                \\
+  __device__ __forceinline__ void wgmma_m64n{N}k32_ss_##TA##_##TB(float (&d)[{R}], uint64_t desc_a, \\
+                                                                 uint64_t desc_b, int accumulate) { \\
+    asm volatile("{\\n.reg .pred p;\\nsetp.ne.b32 p, %{P}, 0;\\n"                          \\
+                 "wgmma.mma_async.sync.aligned.m64n{N}k32.f32." #TA "." #TB " "           \\
+                 "{{{dregs}}}, %{A}, %{B}, p, 1, 1;\\n}}\\n"                               \\
+                 : {douts}                                                              \\
+                 : "l"(desc_a), "l"(desc_b), "r"(accumulate));                          \\
+  }}
+"""
+
+
 def f8(template, n):
     """An fp8 template for m64n{n}k32."""
     r = n // 2
@@ -105,3 +123,5 @@ with open("src/common/sm90/wgmma_ops.inc", "w") as f:
     f.write(f8(RS8, 256))  # fp8 operands: O += P V^T', P from registers
     f.write("\n\n")
     f.write(f8(SS8, 256))  # fp8 operands: O += P V^T', P from shared memory (the peer's tile)
+    f.write("\n\n")
+    f.write(f8(SS8AB, 32))  # the narrow fp8 kernel's S^T and O^T products

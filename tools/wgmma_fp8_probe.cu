@@ -28,6 +28,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -85,7 +86,7 @@ __device__ inline float from_e4m3(uint8_t b) {
 // kv: [64][576] e4m3 bytes. Out: s [32][64] (scaled scores), p [32][64], o [32][512].
 __global__ void __launch_bounds__(128) probe_kernel(const float* q, const int* q_exp, const uint8_t* kv,
                                                     float scale, float* s_out, float* p_out, float* o_out,
-                                                    float* o_ss_out) {
+                                                    float* o_ss_out, int promote, int reps) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char smem_raw[];
   // The swizzle atoms need a 1024-aligned base (the launch asks for 1 KiB more than the layout).
@@ -117,19 +118,26 @@ __global__ void __launch_bounds__(128) probe_kernel(const float* q, const int* q
 
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   // S: 18 k-steps of 32 bytes (4 per latent block, 2 in the rope block's first 64 bytes).
-  float d[32];
+  // Promoted every `promote` k-steps: each run of k-steps accumulates on the tensor cores from
+  // zero and is added to d in float32 (Hopper's fp8 accumulator keeps fewer bits than float32).
+  float d[32], part[32];
 #pragma unroll
   for (int i = 0; i < 32; ++i) d[i] = 0.f;
-  jp::wgmma_fence();
+#pragma unroll 1
+  for (int k0 = 0; k0 < 18; k0 += promote) {
+    jp::wgmma_fence();
+#pragma unroll 1
+    for (int k = k0; k < min(k0 + promote, 18); ++k) {
+      const int blk = k / 4, off = 32 * (k % 4);
+      const uint64_t a = jp::wgmma_desc_sw128(base + kQ + blk * kBlockBytes + off, 16, 1024);
+      const uint64_t b = jp::wgmma_desc_sw128(base + kK + blk * kBlockBytes + off, 16, 1024);
+      jp::wgmma_m64n64k32_ss_e4m3(part, a, b, k > k0);
+    }
+    jp::wgmma_commit();
+    jp::wgmma_wait<0>();
 #pragma unroll
-  for (int k = 0; k < 18; ++k) {
-    const int blk = k / 4, off = 32 * (k % 4);
-    const uint64_t a = jp::wgmma_desc_sw128(base + kQ + blk * kBlockBytes + off, 16, 1024);
-    const uint64_t b = jp::wgmma_desc_sw128(base + kK + blk * kBlockBytes + off, 16, 1024);
-    jp::wgmma_m64n64k32_ss_e4m3(d, a, b, 1);
+    for (int i = 0; i < 32; ++i) d[i] += part[i];
   }
-  jp::wgmma_commit();
-  jp::wgmma_wait<0>();
   // This thread's query row: hi in row r_lo, lo in row r_hi = r_lo + 8 (both its own).
   const int r_lo = warp * 16 + lane / 4, row = real_row(r_lo), c = lane % 4;
   const float unscale = ldexpf(scale, -q_exp[row]);
@@ -185,6 +193,8 @@ __global__ void __launch_bounds__(128) probe_kernel(const float* q, const int* q
 #pragma unroll
     for (int i = 0; i < 128; ++i) o[i] = 0.f;
     jp::wgmma_fence();
+#pragma unroll 1
+    for (int rep = 0; rep < (form == 0 ? reps : 1); ++rep) {  // (form 0: the same tile `reps` times)
 #pragma unroll
     for (int kk = 0; kk < 2; ++kk) {
       // 64-byte swizzle: mode 2 in bits 62-63; 8 rows of 64 bytes = 512 bytes between row groups.
@@ -198,6 +208,7 @@ __global__ void __launch_bounds__(128) probe_kernel(const float* q, const int* q
         jp::wgmma_m64n256k32_ss_e4m3(o, a, b, 1);
       }
     }
+    }
     jp::wgmma_commit();
     jp::wgmma_wait<0>();
 #pragma unroll
@@ -205,7 +216,7 @@ __global__ void __launch_bounds__(128) probe_kernel(const float* q, const int* q
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         (form ? o_ss_out : o_out)[row * 512 + h * 256 + 8 * j + 2 * c + e] =
-            (o[4 * j + e] + o[4 * j + 2 + e]) * (1.f / 256.f);
+            (o[4 * j + e] + o[4 * j + 2 + e]) * (1.f / 256.f) / float(form == 0 ? reps : 1);
       }
     }
   }
@@ -225,7 +236,7 @@ static double e4m3_value(uint8_t b) {
   return sign ? -v : v;
 }
 
-int main() {
+int main(int argc, char** argv) {
   std::mt19937 gen(0);
   std::normal_distribution<float> normal;
   std::vector<float> q(kRows * kWidth);
@@ -263,7 +274,11 @@ int main() {
   cudaMemcpy(de, q_exp.data(), kRows * 4, cudaMemcpyHostToDevice);
   cudaMemcpy(dkv, kv.data(), kv.size(), cudaMemcpyHostToDevice);
   cudaFuncSetAttribute(probe_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem + 1024);
-  probe_kernel<<<1, 128, kSmem + 1024>>>(dq, de, dkv, scale, ds, dp, dout, dout_ss);
+  const int promote = argc > 1 ? std::atoi(argv[1]) : 18;
+  // O from registers accumulated over `reps` copies of the tile (a sequence of reps tiles).
+  const int reps = argc > 2 ? std::atoi(argv[2]) : 1;
+  std::printf("S promoted to float32 every %d k-steps of 32; O (registers) accumulated over %d tiles\n", promote, reps);
+  probe_kernel<<<1, 128, kSmem + 1024>>>(dq, de, dkv, scale, ds, dp, dout, dout_ss, promote, reps);
   const cudaError_t err = cudaDeviceSynchronize();
   if (err != cudaSuccess) {
     std::printf("launch failed: %s\n", cudaGetErrorString(err));

@@ -6,6 +6,7 @@
 //   the portable kernel (portable/): other quantized formats, sparse calls off Hopper;
 //   otherwise (sm_80 and later): the mma.sync kernel with static KV splits (sm80/).
 #include <algorithm>
+#include <cstdlib>
 #include <type_traits>
 
 #include "common/gpu_launch.h"
@@ -43,8 +44,19 @@ MlaDevice mla_device(int device) {
 }
 
 #if defined(JAXPAGED_WITH_SM90)
+// JAXPAGED_MLA_FP8_NARROW=0 keeps small fp8 calls on the wgmma kernel's converting loader (for A/B
+// timings of the two in one build).
+bool mla_fp8_narrow_enabled() {
+  static const bool enabled = [] {
+    const char* v = std::getenv("JAXPAGED_MLA_FP8_NARROW");
+    return v == nullptr || !(v[0] == '0' && v[1] == '\0');
+  }();
+  return enabled;
+}
+
 // The wgmma kernel instance for p: TMA for 16-bit dense caches with pages of >= 64 tokens, else
-// the gathering loader, per sparse lists and cache format (656-byte rows: bf16 queries only).
+// the gathering loader, per sparse lists and cache format (656-byte rows: bf16 queries only); in
+// its place the narrow fp8 kernel where that applies (mla_fp8_narrow_applies).
 template <typename T>
 ffi::Error launch_wgmma_for(const MlaDecodeParams& p, int row_blocks, int parts, const MlaSchedule& sched,
                             float* ws_out, float* ws_lse, gpuStream_t stream) {
@@ -64,6 +76,12 @@ ffi::Error launch_wgmma_for(const MlaDecodeParams& p, int row_blocks, int parts,
     return launch_mla_wgmma<T, false, kSparse, kMlaSame>(p, row_blocks, parts, sched, ws_out, ws_lse, maps, stream);
   };
   if (p.sparse) return gather(std::true_type{});
+  if constexpr (std::is_same<T, gpu_bf16>::value) {
+    MlaNarrowMap narrow{};
+    if (mla_fp8_narrow_applies(p) && mla_fp8_narrow_enabled() && make_fp8_narrow_map(p, &narrow)) {
+      return launch_mla_fp8_narrow(p, parts, sched, ws_out, ws_lse, narrow, stream);
+    }
+  }
   if (!mla_quantized(p) && make_tma_maps<T>(p, &maps)) {
     return launch_mla_wgmma<T, true, false, kMlaSame>(p, row_blocks, parts, sched, ws_out, ws_lse, maps, stream);
   }

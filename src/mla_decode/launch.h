@@ -9,7 +9,8 @@
 
 namespace jaxpaged {
 
-struct MlaTmaMaps;  // sm90/tma_maps.h
+struct MlaTmaMaps;    // sm90/tma_maps.h
+struct MlaNarrowMap;  // sm90/tma_maps.h
 
 // sm_80 path: the mma.sync kernel with 16 * MT query rows per block and static KV splits, then
 // the merge of the splits. sm80/launch.cuh.
@@ -24,6 +25,11 @@ ffi::Error launch_mla_schedule(const MlaDecodeParams& p, int parts, const MlaSch
 template <typename T, bool kTma, bool kSparse, int kFmt>
 ffi::Error launch_mla_wgmma(const MlaDecodeParams& p, int row_blocks, int parts, const MlaSchedule& sched,
                             float* ws_out, float* ws_lse, const MlaTmaMaps& maps, gpuStream_t stream);
+// The narrow fp8 kernel in place of the wgmma kernel (sm90/fp8_narrow.cuh: bf16 queries, at most
+// 16 query rows per sequence, a combined per-tensor fp8 cache in pages of >= 64 tokens;
+// mla_fp8_narrow_applies), on the same schedule and workspace. sm90/fp8_narrow.cu.
+ffi::Error launch_mla_fp8_narrow(const MlaDecodeParams& p, int parts, const MlaSchedule& sched, float* ws_out,
+                                 float* ws_lse, const MlaNarrowMap& map, gpuStream_t stream);
 template <typename T>
 ffi::Error launch_mla_merge(const MlaDecodeParams& p, int parts, const MlaSchedule& sched, const float* ws_out,
                             const float* ws_lse, gpuStream_t stream);

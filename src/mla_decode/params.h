@@ -72,6 +72,17 @@ JP_HOST_DEVICE bool mla_hopper_format(const MlaDecodeParams& p) {
   return !p.fp8 || p.kpe_fp8;
 }
 
+// The narrow fp8 kernel (sm90/fp8_narrow.cuh) reads this call on Hopper: bf16 queries, at most
+// kNarrowQueries query rows per sequence, a dense per-tensor fp8 cache in the combined 576-byte
+// layout (rope fp8 too, right after the latent) in pages of >= 64 tokens.
+constexpr int kNarrowQueries = 16;
+inline bool mla_fp8_narrow_applies(const MlaDecodeParams& p) {
+  const bool combined = static_cast<const unsigned char*>(p.kpe) == static_cast<const unsigned char*>(p.ckv) + 512 &&
+                        p.kpe_page_stride == p.ckv_page_stride && p.kpe_slot_stride == p.ckv_slot_stride;
+  return p.fp8 && p.kpe_fp8 && combined && p.q_bf16 && !p.sparse && !p.ds_rows &&
+         p.s_q * p.num_heads <= kNarrowQueries && p.page_size >= 64 && p.num_pages >= 1;
+}
+
 constexpr int kMlaOptionWords = 2;
 constexpr int kMlaDsRowBytes = 656, kMlaDsScalesAt = 512, kMlaDsRopeAt = 528;
 

@@ -30,6 +30,17 @@ __device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t smem_byte_addr, ui
   return d;
 }
 
+// The same with the 64-byte swizzle (mode 2): K-major rows of 64 bytes, 8-row atoms of 512 bytes
+// (512-aligned) in which 16-byte chunk c of row r sits at c ^ ((r / 2) % 4); the stride offset steps
+// 8 rows (512 bytes). The narrow fp8 MLA kernel's transposed values and probabilities (64 tokens
+// of fp8 per row) use it.
+__device__ __forceinline__ uint64_t wgmma_desc_sw64(uint32_t smem_byte_addr) {
+  return (wgmma_desc_sw128(smem_byte_addr, 16, 512) & ~(uint64_t(3) << 62)) | (uint64_t(2) << 62);
+}
+__host__ __device__ __forceinline__ constexpr int sw64_offset(int row, int chunk) {
+  return row * 64 + ((chunk ^ ((row / 2) % 4)) * 16);
+}
+
 // Byte offset of the 16-byte chunk `chunk` of row `row` in a 128-byte-swizzled matrix (from its
 // 1024-aligned start): rows are 128 bytes, and within each 8-row atom the chunks are XOR-permuted.
 __host__ __device__ __forceinline__ constexpr int sw128_offset(int row, int chunk) {
@@ -76,6 +87,16 @@ JP_WGMMA_M64N256K16_RS_TRANSB(bf16)
 JP_WGMMA_M64N256K16_RS_TRANSB(f16)
 JP_WGMMA_M64N256K16_SS_TRANSB(bf16)
 JP_WGMMA_M64N256K16_SS_TRANSB(f16)
+
+JP_WGMMA_M64N32K32_SS_F8AB(e4m3, e4m3)
+JP_WGMMA_M64N32K32_SS_F8AB(e5m2, e4m3)
+
+// m64n32k32 fp8 product with A of the cache's format (kE5m2: e5m2, else e4m3) and B e4m3.
+template <bool kE5m2>
+__device__ __forceinline__ void wgmma_m64n32k32_f8(float (&d)[16], uint64_t a, uint64_t b, int acc) {
+  if constexpr (kE5m2) wgmma_m64n32k32_ss_e5m2_e4m3(d, a, b, acc);
+  else wgmma_m64n32k32_ss_e4m3_e4m3(d, a, b, acc);
+}
 
 template <typename T>
 __device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[32], uint64_t a, uint64_t b, int acc) {

@@ -33,4 +33,18 @@ bool make_tma_maps(const MlaDecodeParams& p, MlaTmaMaps* maps) {
                               {uint64_t(p.kpe_slot_stride) * e, uint64_t(p.kpe_page_stride) * e}, box);
 }
 
+// The narrow fp8 kernel's map (sm90/fp8_narrow.cuh): the combined fp8 cache as bytes,
+// [pages][page_size][576], boxes of 64 tokens x 128 bytes (the rope block's box reaches 64 bytes
+// past each row, which the engine zero-fills without reading).
+struct MlaNarrowMap {
+  CUtensorMap cache;
+};
+inline bool make_fp8_narrow_map(const MlaDecodeParams& p, MlaNarrowMap* map) {
+  if (p.page_size < kMlaTileKeys || p.num_pages < 1) return false;
+  const uint32_t box[3] = {128, uint32_t(kMlaTileKeys), 1};
+  return encode_tensor_map_3d(&map->cache, CU_TENSOR_MAP_DATA_TYPE_UINT8, p.ckv,
+                              {uint64_t(kMlaLatentDim + kMlaRopeDim), uint64_t(p.page_size), uint64_t(p.num_pages)},
+                              {uint64_t(p.ckv_slot_stride), uint64_t(p.ckv_page_stride)}, box);
+}
+
 }  // namespace jaxpaged

@@ -1,0 +1,513 @@
+// MLA decode over a per-tensor fp8 cache on fp8 tensor cores, for sequences of at most 16 query
+// rows (s_q x Hq <= 16: Hq = 16 decode, or Hq = 8 with two query tokens, ...), bf16 queries, the
+// combined 576-byte rows in pages of >= 64 tokens (TMA). Built for sm_90a only (fp8_narrow.cu).
+//
+// Why a kernel of its own: the wgmma kernel (kernel.cuh) computes on 16-bit tiles, so an fp8 tile
+// is converted by its loader, and that conversion chain bounds the path (NOTES items 42-43: 30% of
+// copy bandwidth at Hq = 16). Here the raw fp8 tiles go from the copy engine straight to the
+// tensor cores, and the work is laid out for few query rows, in the transposed form
+//   S^T = K Q'^T    [64 tokens x 32]   (M = the tile's tokens, N = the queries' split rows)
+//   O^T += V^T P'^T [512 x 32]         (M = latent columns, N = the probabilities' split rows)
+// with both products m64n32k32 (fp8 operands only in that form: both K-major, so V is transposed
+// in shared memory; nothing else is): the accumulators then hold the 16 query rows' numbers and
+// nothing for the 48 rows a 64-row product would waste, which leaves registers to promote every
+// partial product to float32 - Hopper's fp8 products keep fewer bits than float32 in their sums
+// (measured with tools/wgmma_fp8_probe.cu, NOTES item 44: S over 576 columns in one accumulator is
+// off by 1.2e-3 of its row's largest, O accumulated over 64 tiles by 9e-3), so S^T is promoted
+// every kNarrowSPromote k-steps and O^T after every tile.
+//
+// Exactness of the operands (NOTES item 43 e, tools/mla_fp8_split_model.py): each bf16 query row
+// is scaled by a power of two putting its largest |value| in (224, 448] and split into two e4m3
+// terms hi + lo, exact down to about 2^-10 of that largest value; the two terms are the N rows
+// 2q and 2q + 1, whose products a thread holds side by side and adds. Probabilities p in [0, 1]
+// are split the same way after times 256. So the fp8 products' inputs carry bf16's 8 significant
+// bits, and the cache's values are exact.
+//
+// Block = one partition of the schedule (partition_schedule.cuh) x all 16 query rows; 384
+// threads: warpgroups 0 and 1 compute, warpgroup 2 loads. The loader's one thread streams the
+// partition's 64-token tiles into a ring of kNarrowStages raw buffers (five TMA boxes of 64 tokens
+// x 128 bytes each: four latent column blocks and the rope block, whose second half the engine
+// zero-fills past column 576). Each compute warpgroup owns 256 latent columns of O and does the
+// whole tile otherwise, the two in step with no exchange (the same S, maxima and probabilities,
+// made twice): per tile
+//   S^T (18 k-steps, promoted), the scores scaled and masked, the tile's maxima over the
+//   warpgroup's four warps (shared memory, one named barrier), probabilities split into P'^T
+//   (shared memory), its 256 columns of V transposed into V^T (ldmatrix .trans of byte pairs,
+//   byte_perm, stmatrix: a few instructions per 16 bytes), the raw buffer handed back, then O^T's
+//   product, promoted into the float32 O after the next tile's first S^T group (so the product
+//   runs behind that tile's wait and first scores).
+// The transposer leaves tokens permuted within each 16-token group (token 8a + 2i + e at slot
+// 4i + 2a + e: the order ldmatrix .trans delivers them in), and P'^T is written in the same order,
+// so the product over tokens is unchanged. Tokens past a sequence's end are zeroed in V^T (the copy
+// engine brings whole pages, whose rows past kv_len may hold anything); their scores are masked by
+// value. Queries past the sequence's rows are zero and never stored.
+#pragma once
+
+#include <cuda.h>  // CUtensorMap
+#include <cuda_fp8.h>
+
+#include "common/gpu_math.cuh"
+#include "common/masking.h"
+#include "common/sm80/mma.cuh"
+#include "common/sm90/mbarrier.cuh"
+#include "common/sm90/tma.cuh"
+#include "common/sm90/wgmma.cuh"
+#include "mla_decode/params.h"
+#include "mla_decode/partition_schedule.cuh"
+#include "mla_decode/sm90/loader.cuh"  // mla_entry_ok
+
+namespace jaxpaged {
+
+constexpr int kNarrowThreads = 384;  // two compute warpgroups + the loader's (one thread works)
+// Registers per thread after the loader warpgroup hands its share over (3 x 168 in all, as in
+// layout.cuh's MlaWgRegs): the compute warpgroups hold O (32 floats), the O^T partials (64), S^T and
+// its two partials (48), and the tile's scores and probabilities.
+constexpr int kNarrowComputeRegs = 232, kNarrowLoaderRegs = 40;
+constexpr int kNarrowStages = 3;     // raw tile buffers
+constexpr int kNarrowSPromote = 2;   // S^T k-steps (of 32 columns) per float32 promotion
+
+// Shared memory, byte offsets from a 1024-aligned base.
+struct MlaNarrowSmem {
+  static constexpr int kBlocks = 5;             // column blocks of 128 bytes: 4 latent + rope
+  static constexpr int kQBlock = 32 * 128;      // a column block of Q': 32 split rows
+  static constexpr int kRawBlock = 64 * 128;    // a column block of a raw tile: 64 tokens
+  static constexpr int kRawBytes = kBlocks * kRawBlock;
+  static constexpr int kVtBytes = 256 * 64;     // a warpgroup's V^T: 256 columns x 64 token slots
+  static constexpr int kPtBytes = 32 * 64;      // P'^T: 32 split rows x 64 token slots
+  static constexpr int kQ = 0;
+  static constexpr int kRaw = kQ + kBlocks * kQBlock;             // [stage]
+  static constexpr int kVt = kRaw + kNarrowStages * kRawBytes;    // [warpgroup][buffer]
+  static constexpr int kPt = kVt + 4 * kVtBytes;                  // [warpgroup][buffer]
+  static constexpr int kMax = kPt + 4 * kPtBytes;                 // [warpgroup][parity][warp][query] floats
+  static constexpr int kSum = kMax + 2 * 2 * 4 * kNarrowQueries * 4;  // [warpgroup][warp][query] floats
+  static constexpr int kQScale = kSum + 2 * 4 * kNarrowQueries * 4;   // [query]: 2^-k of its split
+  static constexpr int kBad = kQScale + kNarrowQueries * 4;           // [stage]: the tile's page id was bad
+  static constexpr int kBarriers = kBad + 16;                         // full[stages], empty[stages]
+  static constexpr size_t kAllocBytes = size_t(kBarriers) + 2 * kNarrowStages * 8 + 1024;  // + alignment
+  static_assert(kRaw % 1024 == 0 && kVt % 1024 == 0 && kPt % 1024 == 0, "swizzle atoms need aligned bases");
+  static_assert(kBad + 4 * kNarrowStages <= kBarriers && kBarriers % 8 == 0, "barriers overlap or misalign");
+};
+static_assert(MlaNarrowSmem::kAllocBytes <= 227 * 1024, "more shared memory than a Hopper block may have");
+static_assert(2 * kNarrowComputeRegs + kNarrowLoaderRegs <= 3 * (65536 / kNarrowThreads / 8 * 8),
+              "register budgets exceed the block's registers");
+
+#if defined(JP_HAVE_WGMMA)
+// Named barriers: 1 + warpgroup (its 128 threads), 3 (both compute warpgroups).
+constexpr int kNarrowBarBoth = 3;
+
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void stsm_x4(uint32_t addr, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(a), "r"(b),
+               "r"(c), "r"(d)
+               : "memory");
+}
+__device__ __forceinline__ uint8_t narrow_to_e4m3(float x) {
+  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3));
+}
+__device__ __forceinline__ float narrow_from_e4m3(uint8_t b) {
+  return __half2float(__half(__nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(b), __NV_E4M3)));
+}
+
+template <typename T, bool kE5m2>
+__device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, int page_shift, const MlaSchedule& s,
+                                                    float* __restrict__ ws_out, float* __restrict__ ws_lse,
+                                                    const CUtensorMap* cache_map) {
+  using S = MlaNarrowSmem;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* base = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+  uint64_t* full = reinterpret_cast<uint64_t*>(base + S::kBarriers);
+  uint64_t* empty = full + kNarrowStages;
+  int* sBad = reinterpret_cast<int*>(base + S::kBad);
+  float* sQScale = reinterpret_cast<float*>(base + S::kQScale);
+
+  const int tid = threadIdx.x, lane = tid % 32;
+  const int warp = gpu::shfl(tid / 32, 0);  // (uniform in the warp, known to be so)
+  const int part = blockIdx.x;
+  const int first_b = max(s.part_first[part], 0), last_b = min(s.part_last[part], int(p.batch) - 1);
+  const int rows_per_b = int(p.s_q * p.num_heads);
+  const int64_t capacity = p.max_pages * p.page_size;
+
+  if (tid == 0) {
+    for (int i = 0; i < kNarrowStages; ++i) {
+      mbar_init(&full[i], 1);   // the loader's arrival, with the tile's bytes
+      mbar_init(&empty[i], 8);  // each compute warp, once done with the tile
+    }
+    fence_proxy_async_shared();
+  }
+  __syncthreads();
+
+  if (warp >= 8) {  // the loader warpgroup: one thread issues the copies
+    warpgroup_regs_shrink<kNarrowLoaderRegs>();
+    if (warp == 8 && lane == 0) {
+      tma_prefetch_map(cache_map);
+      int stage = 0;
+      uint32_t phase = 0;
+      for (int b = first_b; b <= last_b; ++b) {
+        const int kv_len = int(clamp_kv_len(p.kv_lens[b], capacity));
+        const TileSpan tiles = mla_piece_tiles(s, part, b, mla_tiles_of(kv_len));
+        const int32_t* table = p.block_tables + int64_t(b) * p.max_pages;
+        for (int u = tiles.begin; u < tiles.end; ++u) {
+          // An out-of-range page id goes to the engine as it is (a box outside the map is
+          // zero-filled) and the flag makes the sequence's output NaN.
+          const int32_t page = table[(u * kMlaTileKeys) >> page_shift];
+          mbar_wait(&empty[stage], phase ^ 1);
+          sBad[stage] = mla_entry_ok<false>(p, page, 0) ? 0 : 1;
+          const int slot = (u * kMlaTileKeys) & int(p.page_size - 1);
+          unsigned char* raw = base + S::kRaw + stage * S::kRawBytes;
+          mbar_arrive_expect_tx(&full[stage], S::kRawBytes);
+#pragma unroll
+          for (int cb = 0; cb < S::kBlocks; ++cb) {
+            tma_load_3d(raw + cb * S::kRawBlock, cache_map, cb * 128, slot, page, &full[stage]);
+          }
+          if (++stage == kNarrowStages) {
+            stage = 0;
+            phase ^= 1;
+          }
+        }
+      }
+    }
+    return;
+  }
+
+  // The compute warpgroups.
+  warpgroup_regs_grow<kNarrowComputeRegs>();
+  const int wg = warp / 4, ww = warp % 4, c = lane % 4;
+  const int bar_own = 1 + wg;
+  const uint32_t sbase = smem_addr(base);
+  const float* qk_pow = sQScale;
+  float* sMax = reinterpret_cast<float*>(base + S::kMax) + wg * 2 * 4 * kNarrowQueries;
+  float* sSum = reinterpret_cast<float*>(base + S::kSum) + wg * 4 * kNarrowQueries;
+  const float kv_scale = mla_kv_scale(p);
+  const float qk_base = mla_scale(p) * kLog2e * kv_scale;  // (the values are the fp8 values x kv_scale)
+  // This thread's tokens of a tile (S^T's rows r and r + 8) and their slots in V^T and P'^T.
+  const int tok_lo = ww * 16 + lane / 4;
+  const int slot_lo = ww * 16 + 4 * ((lane / 4) / 2) + (lane / 4) % 2, slot_hi = slot_lo + 2;
+  const T* q_nope = static_cast<const T*>(p.q_nope);
+  const T* q_pe = static_cast<const T*>(p.q_pe);
+
+  int stage = 0;
+  uint32_t phase = 0;
+  int tcount = 0;  // tiles this warpgroup has done (the V^T / P'^T buffer and the maxima's parity)
+  for (int b = first_b; b <= last_b; ++b) {
+    const int kv_len = int(clamp_kv_len(p.kv_lens[b], capacity));
+    const TileSpan tiles = mla_piece_tiles(s, part, b, mla_tiles_of(kv_len));
+
+    // The sequence's queries, split: both warpgroups are done with the previous sequence's S^T.
+    named_barrier_sync(kNarrowBarBoth, 256);
+    {
+      const int q = tid / 16, sub = tid % 16;  // 16 threads per query row, 4.5 chunks of 8 each
+      const bool live = q < rows_per_b;
+      const int64_t g = int64_t(b) * rows_per_b + (live ? q : 0);
+      uint4 v[5];
+      float mx = 0.f;
+#pragma unroll
+      for (int i = 0; i < 5; ++i) {
+        const int ch = sub + 16 * i;
+        v[i] = make_uint4(0, 0, 0, 0);
+        if (live && ch < 72) {
+          v[i] = ch < 64 ? *reinterpret_cast<const uint4*>(q_nope + g * kMlaLatentDim + ch * 8)
+                         : *reinterpret_cast<const uint4*>(q_pe + g * kMlaRopeDim + (ch - 64) * 8);
+        }
+        const uint32_t w4[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {  // (fmaxf drops NaN: a NaN does not set the scale)
+          mx = fmaxf(mx, fmaxf(fabsf(__uint_as_float(w4[k] << 16)), fabsf(__uint_as_float(w4[k] & 0xFFFF0000u))));
+        }
+      }
+#pragma unroll
+      for (int off = 1; off <= 8; off *= 2) mx = fmaxf(mx, gpu::shfl_xor(mx, off));
+      // 2^k puts the row's largest |value| in (224, 448]; a zero or non-finite row keeps k = 0.
+      int k = 0;
+      if (mx > 0.f && mx != INFINITY) {
+        const int e = int((__float_as_uint(mx) >> 23) & 0xFFu) - 127;  // (-127: a subnormal)
+        k = min(8 - e, 126);
+        if (k > -126 && ldexpf(mx, k) > 448.f) k -= 1;
+      }
+      const float f = ldexpf(1.f, k);
+      if (sub == 0) sQScale[q] = ldexpf(1.f, -k);
+#pragma unroll
+      for (int i = 0; i < 5; ++i) {
+        const int ch = sub + 16 * i;
+        if (ch >= 72) continue;
+        const uint32_t w4[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
+        uint32_t hi[2] = {0, 0}, lo[2] = {0, 0};
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          const uint32_t bits = e % 2 ? (w4[e / 2] & 0xFFFF0000u) : (w4[e / 2] << 16);
+          const float x = __uint_as_float(bits) * f;
+          // (e4m3 has no infinity: an infinite query value becomes NaN, as its scores would)
+          const uint8_t h = isinf(x) ? uint8_t(0x7F) : narrow_to_e4m3(x);
+          const uint8_t l = narrow_to_e4m3(x - narrow_from_e4m3(h));
+          hi[e / 4] |= uint32_t(h) << (8 * (e % 4));
+          lo[e / 4] |= uint32_t(l) << (8 * (e % 4));
+        }
+        const int col = ch * 8, blk = col / 128, within = col % 128;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int n = 2 * q + h;
+          unsigned char* at = base + S::kQ + blk * S::kQBlock + sw128_offset(n, within / 16) + within % 16;
+          *reinterpret_cast<uint2*>(at) = h ? make_uint2(lo[0], lo[1]) : make_uint2(hi[0], hi[1]);
+        }
+      }
+    }
+    fence_proxy_async_shared();
+    named_barrier_sync(kNarrowBarBoth, 256);
+
+    // This thread's queries q_j = 4 j + c: score scales and visible ends.
+    float qk[4];
+    int end[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int q = 4 * j + c;
+      qk[j] = qk_base * qk_pow[q];
+      end[j] = (p.causal && q < rows_per_b) ? int(visible_keys(kv_len, p.s_q, q / p.num_heads, 0).end) : kv_len;
+    }
+    float m[4], l[4];  // running maxima (log2 domain) and this thread's share of the sums
+    float o[4][4][2];  // O[q_j][d] x 256 for m-block mb, rows d = 64 mb + 16 ww + lane / 4 + 8 h
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      m[j] = -INFINITY;
+      l[j] = 0.f;
+    }
+#pragma unroll
+    for (int mb = 0; mb < 4; ++mb)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) o[mb][j][0] = o[mb][j][1] = 0.f;
+    float pv[4][16];  // the last tile's O^T product, promoted into o once complete
+    float corr_pending[4] = {1.f, 1.f, 1.f, 1.f};
+    bool pending = false;
+    bool bad = false;
+    auto promote_o = [&]() {
+#pragma unroll
+      for (int mb = 0; mb < 4; ++mb)
+#pragma unroll
+        for (int i = 0; i < 16; ++i) reg_fence(pv[mb][i]);
+#pragma unroll
+      for (int mb = 0; mb < 4; ++mb) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          o[mb][j][0] = o[mb][j][0] * corr_pending[j] + (pv[mb][4 * j] + pv[mb][4 * j + 1]);
+          o[mb][j][1] = o[mb][j][1] * corr_pending[j] + (pv[mb][4 * j + 2] + pv[mb][4 * j + 3]);
+        }
+      }
+    };
+
+    for (int u = tiles.begin; u < tiles.end; ++u) {
+      const int buf = tcount & 1;
+      mbar_wait(&full[stage], phase);
+      bad |= sBad[stage] != 0;
+      const uint32_t raw = sbase + S::kRaw + stage * S::kRawBytes;
+      // S^T = K Q'^T, 18 k-steps in groups of kNarrowSPromote, each group from zero into one of two
+      // partial accumulators (while the other's group runs) and added to sacc in float32.
+      float sacc[16], pa[16], pb[16];
+      constexpr int kGroupsS = 18 / kNarrowSPromote;
+      static_assert(18 % kNarrowSPromote == 0 && 16 % kNarrowSPromote == 0, "groups must not straddle the rope block");
+      auto issue_group = [&](float(&acc)[16], int g) {
+        wgmma_fence();
+#pragma unroll
+        for (int i = 0; i < kNarrowSPromote; ++i) {
+          const int k = g * kNarrowSPromote + i, blk = k / 4, off = 32 * (k % 4);
+          wgmma_m64n32k32_f8<kE5m2>(acc, wgmma_desc_sw128(raw + blk * S::kRawBlock + off, 16, 1024),
+                                    wgmma_desc_sw128(sbase + S::kQ + blk * S::kQBlock + off, 16, 1024), i > 0);
+        }
+        wgmma_commit();
+      };
+      auto add_group = [&](float(&acc)[16], bool first) {
+#pragma unroll
+        for (int i = 0; i < 16; ++i) {
+          reg_fence(acc[i]);
+          sacc[i] = first ? acc[i] : sacc[i] + acc[i];
+        }
+      };
+      if (pending) {  // the previous tile's O^T product ran behind this tile's wait
+        wgmma_wait<0>();
+        promote_o();
+        pending = false;
+      }
+      issue_group(pa, 0);
+      issue_group(pb, 1);
+      wgmma_wait<1>();
+      add_group(pa, true);
+#pragma unroll
+      for (int g = 2; g < kGroupsS; ++g) {
+        if (g % 2 == 0) {
+          issue_group(pa, g);
+          wgmma_wait<1>();
+          add_group(pb, false);
+        } else {
+          issue_group(pb, g);
+          wgmma_wait<1>();
+          add_group(pa, false);
+        }
+      }
+      wgmma_wait<0>();
+      if (kGroupsS % 2 == 0) add_group(pb, false);
+      else add_group(pa, false);
+
+      // Scores of this thread's tokens for its queries (log2 domain), masked; the tile's maxima.
+      const int t_lo = u * kMlaTileKeys + tok_lo, t_hi = t_lo + 8;
+      float sv[4][2], tmax[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        sv[j][0] = t_lo < end[j] ? (sacc[4 * j] + sacc[4 * j + 1]) * qk[j] : -INFINITY;
+        sv[j][1] = t_hi < end[j] ? (sacc[4 * j + 2] + sacc[4 * j + 3]) * qk[j] : -INFINITY;
+        tmax[j] = fmaxf(sv[j][0], sv[j][1]);
+#pragma unroll
+        for (int off = 4; off <= 16; off *= 2) tmax[j] = fmaxf(tmax[j], gpu::shfl_xor(tmax[j], off));
+      }
+      float* mx_out = sMax + (tcount & 1) * 4 * kNarrowQueries;
+      if (lane < 4) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) mx_out[ww * kNarrowQueries + 4 * j + c] = tmax[j];
+      }
+      named_barrier_sync(bar_own, 128);
+      float corr[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int q = 4 * j + c;
+        const float tm = fmaxf(fmaxf(mx_out[q], mx_out[kNarrowQueries + q]),
+                               fmaxf(mx_out[2 * kNarrowQueries + q], mx_out[3 * kNarrowQueries + q]));
+        const float m_new = fmaxf(m[j], tm);
+        corr[j] = m_new == -INFINITY ? 1.f : fast_exp2(m[j] - m_new);
+        m[j] = m_new;
+      }
+      // Probabilities x 256, split into P'^T (rows 2 q + {hi, lo}, this thread's two token slots).
+      unsigned char* pt = base + S::kPt + (wg * 2 + buf) * S::kPtBytes;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float mb = m[j] == -INFINITY ? 0.f : m[j];
+        float pr[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) pr[h] = fast_exp2(sv[j][h] - mb);  // (exp2(-inf) = 0: masked)
+        l[j] = l[j] * corr[j] + pr[0] + pr[1];
+        const int n = 8 * j + 2 * c;  // P'^T's rows of query 4 j + c: n (hi), n + 1 (lo)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const float x = pr[h] * 256.f;
+          const uint8_t hb = narrow_to_e4m3(x);
+          const uint8_t lb = narrow_to_e4m3(x - narrow_from_e4m3(hb));
+          const int slot = h ? slot_hi : slot_lo;
+          pt[sw64_offset(n, slot / 16) + slot % 16] = hb;
+          pt[sw64_offset(n + 1, slot / 16) + slot % 16] = lb;
+        }
+      }
+      // V^T: this warp transposes token group ww (16 tokens) of the warpgroup's 256 columns, 32
+      // columns per step. ldmatrix .trans of the 8 x 16-byte matrices (tokens 8 a + 0..7, 16 bytes
+      // of columns) hands lane l the byte pairs (columns 2 (l / 4), + 1) of tokens 2 (l % 4), + 1;
+      // byte_perm joins a = 0 and a = 1 into one word per column: slots 4 (l % 4) .. + 3.
+      {
+        const uint32_t vt = sbase + S::kVt + (wg * 2 + buf) * S::kVtBytes;
+        const int mi = lane / 8, r = lane % 8;  // the matrix and row this lane addresses
+        const int tok = ww * 16 + 8 * (mi % 2) + r;  // ldmatrix: matrix mi = (a = mi % 2, chunk mi / 2)
+        const int valid = kv_len - u * kMlaTileKeys;  // tokens of this tile before the sequence's end
+        uint32_t keep = 0xFFFFFFFFu;
+        if (valid < kMlaTileKeys) {
+          const int t0 = ww * 16 + 2 * c;  // this lane's slots hold tokens t0, t0 + 1, t0 + 8, t0 + 9
+          keep = (t0 < valid ? 0xFFu : 0u) | (t0 + 1 < valid ? 0xFF00u : 0u) | (t0 + 8 < valid ? 0xFF0000u : 0u) |
+                 (t0 + 9 < valid ? 0xFF000000u : 0u);
+        }
+#pragma unroll
+        for (int x = 0; x < 8; ++x) {
+          const int col = 256 * wg + 32 * x + 16 * (mi / 2);  // this lane's ldmatrix row: 16 columns
+          uint32_t rr[4];
+          ldsm_x4_trans(rr, raw + (col / 128) * S::kRawBlock + sw128_offset(tok, (col % 128) / 16));
+          const uint32_t e01 = __byte_perm(rr[0], rr[1], 0x6420) & keep, o01 = __byte_perm(rr[0], rr[1], 0x7531) & keep;
+          const uint32_t e23 = __byte_perm(rr[2], rr[3], 0x6420) & keep, o23 = __byte_perm(rr[2], rr[3], 0x7531) & keep;
+          // stmatrix: matrix mi's row r is V^T row d = 32 x + 16 (mi / 2) + 2 r + mi % 2 (of this
+          // warpgroup's 256), the 16 slots of token group ww.
+          const int d = 32 * x + 16 * (mi / 2) + 2 * r + mi % 2;
+          stsm_x4(vt + sw64_offset(d, ww), e01, o01, e23, o23);
+        }
+      }
+      // The raw tile is done with (S^T's products are complete, the transposer's loads returned).
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&empty[stage]);
+      if (++stage == kNarrowStages) {
+        stage = 0;
+        phase ^= 1;
+      }
+      fence_proxy_async_shared();  // P'^T and V^T, for the products' async-proxy reads
+      named_barrier_sync(bar_own, 128);
+      // O^T += V^T P'^T for the warpgroup's four 64-column blocks (promoted after the next tile's
+      // first S^T group, or after the loop).
+      {
+        const uint32_t vt = sbase + S::kVt + (wg * 2 + buf) * S::kVtBytes;
+        const uint32_t ptd = sbase + S::kPt + (wg * 2 + buf) * S::kPtBytes;
+        wgmma_fence();
+#pragma unroll
+        for (int mb = 0; mb < 4; ++mb) {
+#pragma unroll
+          for (int kk = 0; kk < 2; ++kk) {
+            wgmma_m64n32k32_f8<kE5m2>(pv[mb], wgmma_desc_sw64(vt + mb * 64 * 64 + 32 * kk),
+                                      wgmma_desc_sw64(ptd + 32 * kk), kk > 0);
+          }
+        }
+        wgmma_commit();
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) corr_pending[j] = corr[j];
+      pending = true;
+      ++tcount;
+    }
+    if (pending) {
+      wgmma_wait<0>();
+      promote_o();
+    }
+
+    // Epilogue: the rows' sums over the warpgroup's four warps; each warpgroup writes its 256
+    // columns (whole sequences to the output, cut ones as float partials for the merge).
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+#pragma unroll
+      for (int off = 4; off <= 16; off *= 2) l[j] += gpu::shfl_xor(l[j], off);
+    }
+    if (lane < 4) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) sSum[ww * kNarrowQueries + 4 * j + c] = l[j];
+    }
+    named_barrier_sync(bar_own, 128);
+    const bool whole = s.seq_pieces[b] == 1;
+    const int slot = whole ? 0 : mla_piece_slot(s, part, b);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int q = 4 * j + c;
+      const float sum = sSum[q] + sSum[kNarrowQueries + q] + sSum[2 * kNarrowQueries + q] + sSum[3 * kNarrowQueries + q];
+      if (q >= rows_per_b) continue;
+      // (a NaN key makes the sum NaN: out and lse NaN, as in the reference; no key: out 0, lse -inf)
+      const float inv = sum > 0.f ? kv_scale / (256.f * sum) : (sum == 0.f ? 0.f : NAN);
+      const int64_t row = int64_t(b) * rows_per_b + q;
+      const int64_t ws_row = int64_t(slot) * rows_per_b + q;
+#pragma unroll
+      for (int mb = 0; mb < 4; ++mb) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int d = 256 * wg + 64 * mb + 16 * ww + lane / 4 + 8 * h;
+          const float x = bad ? NAN : o[mb][j][h] * inv;
+          if (whole) static_cast<T*>(p.out)[row * kMlaLatentDim + d] = from_float<T>(x);
+          else ws_out[ws_row * kMlaLatentDim + d] = x;
+        }
+      }
+      if (wg == 0 && ww == 0 && lane < 4) {
+        const float lse = bad ? NAN : (sum > 0.f ? (m[j] + __log2f(sum)) * kLn2 : (sum == 0.f ? -INFINITY : NAN));
+        if (whole) p.lse[row] = lse;
+        else ws_lse[ws_row] = lse;
+      }
+    }
+  }
+}
+#endif
+
+template <typename T, bool kE5m2>
+__global__ void __launch_bounds__(kNarrowThreads, 1)
+    mla_fp8_narrow_kernel(const MlaDecodeParams p, int page_shift, const MlaSchedule s, float* __restrict__ ws_out,
+                          float* __restrict__ ws_lse, const __grid_constant__ CUtensorMap cache_map) {
+#if defined(JP_HAVE_WGMMA)
+  mla_fp8_narrow_body<T, kE5m2>(p, page_shift, s, ws_out, ws_lse, &cache_map);
+#endif
+}
+
+}  // namespace jaxpaged

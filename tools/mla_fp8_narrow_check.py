@@ -22,6 +22,9 @@ import time
 import numpy as np
 
 
+PATHS = {"narrow": "1", "convert": "0"}  # JAXPAGED_MLA_FP8_NARROW of each path
+
+
 def cases():
     # (name, heads, s_q, page, causal, kv_lens, query factor, cache format)
     return [
@@ -83,14 +86,14 @@ def run_path(timing: bool):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--time", action="store_true")
-    ap.add_argument("--path", choices=["narrow", "convert"])
+    ap.add_argument("--path", choices=list(PATHS))
     a = ap.parse_args()
     if a.path:
         run_path(a.time)
         return
     results = {}
-    for path in ("narrow", "convert"):
-        env = dict(os.environ, JAXPAGED_MLA_FP8_NARROW="1" if path == "narrow" else "0")
+    for path, mode in PATHS.items():
+        env = dict(os.environ, JAXPAGED_MLA_FP8_NARROW=mode)
         cmd = [sys.executable, "-P", os.path.abspath(__file__), "--path", path] + (["--time"] if a.time else [])
         res = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if res.returncode != 0:
@@ -100,7 +103,7 @@ def main():
         results[path] = json.loads(res.stdout.strip().splitlines()[-1])
     print(f"{'case':22} {'path':7} {'max|d|':>9} {'rel':>9} {'lse|d|':>9} {'lse rel':>9} nan inf {'ms':>7}")
     for i, c in enumerate(cases()):
-        for path in ("narrow", "convert"):
+        for path in PATHS:
             if i < len(results[path]):
                 r = results[path][i]
                 print(f"{c[0]:22} {path:7} {r['max_abs']:9.2e} {r['rel']:9.2e} {r['lse_abs']:9.2e} {r['lse_rel']:9.2e} "

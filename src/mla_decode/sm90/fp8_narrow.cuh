@@ -27,15 +27,17 @@
 // threads: warpgroups 0 and 1 compute, warpgroup 2 loads. The loader's one thread streams the
 // partition's 64-token tiles into a ring of kNarrowStages raw buffers (five TMA boxes of 64 tokens
 // x 128 bytes each: four latent column blocks and the rope block, whose second half the engine
-// zero-fills past column 576). Each compute warpgroup owns 256 latent columns of O and does the
-// whole tile otherwise, the two in step with no exchange (the same S, maxima and probabilities,
-// made twice): per tile
+// zero-fills past column 576). The compute warpgroups take the tiles in turn (two independent
+// chains per SM: a tile's work is a chain of short dependent steps, so one warpgroup alone left
+// the copies waiting), each keeping its own running maxima, sums and all 512 columns of O; per
+// tile
 //   S^T (18 k-steps, promoted), the scores scaled and masked, the tile's maxima over the
 //   warpgroup's four warps (shared memory, one named barrier), probabilities split into P'^T
-//   (shared memory), its 256 columns of V transposed into V^T (ldmatrix .trans of byte pairs,
-//   byte_perm, stmatrix: a few instructions per 16 bytes), the raw buffer handed back, then O^T's
-//   product, promoted into the float32 O after the next tile's first S^T group (so the product
-//   runs behind that tile's wait and first scores).
+//   (shared memory), V transposed into V^T (ldmatrix .trans of byte pairs, byte_perm, stmatrix: a
+//   few instructions per 16 bytes), the raw buffer handed back, then O^T's product in two halves
+//   of 256 columns (the partials' registers), the second promoted after the warpgroup's next
+//   tile's wait. At a sequence's end the two warpgroups' states meet in shared memory (each
+//   rescales the other's to the common maximum) and each writes 256 columns.
 // The transposer leaves tokens permuted within each 16-token group (token 8a + 2i + e at slot
 // 4i + 2a + e: the order ldmatrix .trans delivers them in), and P'^T is written in the same order,
 // so the product over tokens is unchanged. Tokens past a sequence's end are zeroed in V^T (the copy
@@ -72,15 +74,16 @@ struct MlaNarrowSmem {
   static constexpr int kQBlock = 32 * 128;      // a column block of Q': 32 split rows
   static constexpr int kRawBlock = 64 * 128;    // a column block of a raw tile: 64 tokens
   static constexpr int kRawBytes = kBlocks * kRawBlock;
-  static constexpr int kVtBytes = 256 * 64;     // a warpgroup's V^T: 256 columns x 64 token slots
+  static constexpr int kVtBytes = 512 * 64;     // a warpgroup's V^T: 512 columns x 64 token slots
   static constexpr int kPtBytes = 32 * 64;      // P'^T: 32 split rows x 64 token slots
   static constexpr int kQ = 0;
   static constexpr int kRaw = kQ + kBlocks * kQBlock;             // [stage]
-  static constexpr int kVt = kRaw + kNarrowStages * kRawBytes;    // [warpgroup][buffer]
-  static constexpr int kPt = kVt + 4 * kVtBytes;                  // [warpgroup][buffer]
-  static constexpr int kMax = kPt + 4 * kPtBytes;                 // [warpgroup][parity][warp][query] floats
+  static constexpr int kVt = kRaw + kNarrowStages * kRawBytes;    // [warpgroup]
+  static constexpr int kPt = kVt + 2 * kVtBytes;                  // [warpgroup]
+  static constexpr int kMax = kPt + 2 * kPtBytes;                 // [warpgroup][parity][warp][query] floats
   static constexpr int kSum = kMax + 2 * 2 * 4 * kNarrowQueries * 4;  // [warpgroup][warp][query] floats
-  static constexpr int kQScale = kSum + 2 * 4 * kNarrowQueries * 4;   // [query]: 2^-k of its split
+  static constexpr int kPeer = kSum + 2 * 4 * kNarrowQueries * 4;     // [warpgroup][max, sum][query], [2] bad
+  static constexpr int kQScale = kPeer + (4 * kNarrowQueries + 4) * 4;  // [query]: 2^-k of its split
   static constexpr int kBad = kQScale + kNarrowQueries * 4;           // [stage]: the tile's page id was bad
   static constexpr int kBarriers = kBad + 16;                         // full[stages], empty[stages]
   static constexpr size_t kAllocBytes = size_t(kBarriers) + 2 * kNarrowStages * 8 + 1024;  // + alignment
@@ -134,7 +137,7 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
   if (tid == 0) {
     for (int i = 0; i < kNarrowStages; ++i) {
       mbar_init(&full[i], 1);   // the loader's arrival, with the tile's bytes
-      mbar_init(&empty[i], 8);  // each compute warp, once done with the tile
+      mbar_init(&empty[i], 4);  // each warp of the warpgroup that took the tile
     }
     fence_proxy_async_shared();
   }
@@ -189,9 +192,8 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
   const T* q_nope = static_cast<const T*>(p.q_nope);
   const T* q_pe = static_cast<const T*>(p.q_pe);
 
-  int stage = 0;
-  uint32_t phase = 0;
-  int tcount = 0;  // tiles this warpgroup has done (the V^T / P'^T buffer and the maxima's parity)
+  int use = 0;     // tiles of this block so far (both warpgroups' count: the raw ring's position)
+  int tcount = 0;  // tiles this warpgroup has done (the maxima's parity)
   for (int b = first_b; b <= last_b; ++b) {
     const int kv_len = int(clamp_kv_len(p.kv_lens[b], capacity));
     const TileSpan tiles = mla_piece_tiles(s, part, b, mla_tiles_of(kv_len));
@@ -267,21 +269,22 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
       end[j] = (p.causal && q < rows_per_b) ? int(visible_keys(kv_len, p.s_q, q / p.num_heads, 0).end) : kv_len;
     }
     float m[4], l[4];  // running maxima (log2 domain) and this thread's share of the sums
-    float o[4][4][2];  // O[q_j][d] x 256 for m-block mb, rows d = 64 mb + 16 ww + lane / 4 + 8 h
+    float o[8][4][2];  // O[q_j][d] x 256 for m-block mb, rows d = 64 mb + 16 ww + lane / 4 + 8 h
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       m[j] = -INFINITY;
       l[j] = 0.f;
     }
 #pragma unroll
-    for (int mb = 0; mb < 4; ++mb)
+    for (int mb = 0; mb < 8; ++mb)
 #pragma unroll
       for (int j = 0; j < 4; ++j) o[mb][j][0] = o[mb][j][1] = 0.f;
-    float pv[4][16];  // the last tile's O^T product, promoted into o once complete
+    float pv[4][16];  // O^T's product over four m-blocks, promoted into o once complete
     float corr_pending[4] = {1.f, 1.f, 1.f, 1.f};
-    bool pending = false;
+    bool pending = false;  // m-blocks 4-7 of this warpgroup's last tile are still in the tensor cores
     bool bad = false;
-    auto promote_o = [&]() {
+    // o[mb0 .. mb0 + 3] = o * corr + pv (the product complete).
+    auto promote_o = [&](int mb0, const float(&corr)[4]) {
 #pragma unroll
       for (int mb = 0; mb < 4; ++mb)
 #pragma unroll
@@ -290,16 +293,40 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
       for (int mb = 0; mb < 4; ++mb) {
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          o[mb][j][0] = o[mb][j][0] * corr_pending[j] + (pv[mb][4 * j] + pv[mb][4 * j + 1]);
-          o[mb][j][1] = o[mb][j][1] * corr_pending[j] + (pv[mb][4 * j + 2] + pv[mb][4 * j + 3]);
+          o[mb0 + mb][j][0] = o[mb0 + mb][j][0] * corr[j] + (pv[mb][4 * j] + pv[mb][4 * j + 1]);
+          o[mb0 + mb][j][1] = o[mb0 + mb][j][1] * corr[j] + (pv[mb][4 * j + 2] + pv[mb][4 * j + 3]);
         }
       }
     };
+    const uint32_t vt = sbase + S::kVt + wg * S::kVtBytes;
+    const uint32_t ptd = sbase + S::kPt + wg * S::kPtBytes;
+    // O^T's product for m-blocks mb0 .. mb0 + 3 (latent columns 64 mb0 ..) into pv.
+    auto issue_pv = [&](int mb0) {
+      wgmma_fence();
+#pragma unroll
+      for (int mb = 0; mb < 4; ++mb) {
+#pragma unroll
+        for (int kk = 0; kk < 2; ++kk) {
+          wgmma_m64n32k32_f8<kE5m2>(pv[mb], wgmma_desc_sw64(vt + (mb0 + mb) * 64 * 64 + 32 * kk),
+                                    wgmma_desc_sw64(ptd + 32 * kk), kk > 0);
+        }
+      }
+      wgmma_commit();
+    };
 
-    for (int u = tiles.begin; u < tiles.end; ++u) {
-      const int buf = tcount & 1;
+    // The sequence's tiles alternate between the warpgroups (by the block's running tile count,
+    // which is also the raw buffers' ring position).
+    for (int u = tiles.begin; u < tiles.end; ++u, ++use) {
+      if ((use & 1) != wg) continue;
+      const int stage = use % kNarrowStages;
+      const uint32_t phase = uint32_t(use / kNarrowStages) & 1u;
       mbar_wait(&full[stage], phase);
       bad |= sBad[stage] != 0;
+      if (pending) {  // the previous tile's last product ran behind this tile's wait
+        wgmma_wait<0>();
+        promote_o(4, corr_pending);
+        pending = false;
+      }
       const uint32_t raw = sbase + S::kRaw + stage * S::kRawBytes;
       // S^T = K Q'^T, 18 k-steps in groups of kNarrowSPromote, each group from zero into one of two
       // partial accumulators (while the other's group runs) and added to sacc in float32.
@@ -323,11 +350,6 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
           sacc[i] = first ? acc[i] : sacc[i] + acc[i];
         }
       };
-      if (pending) {  // the previous tile's O^T product ran behind this tile's wait
-        wgmma_wait<0>();
-        promote_o();
-        pending = false;
-      }
       issue_group(pa, 0);
       issue_group(pb, 1);
       wgmma_wait<1>();
@@ -376,7 +398,7 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
         m[j] = m_new;
       }
       // Probabilities x 256, split into P'^T (rows 2 q + {hi, lo}, this thread's two token slots).
-      unsigned char* pt = base + S::kPt + (wg * 2 + buf) * S::kPtBytes;
+      unsigned char* pt = base + S::kPt + wg * S::kPtBytes;
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const float mb = m[j] == -INFINITY ? 0.f : m[j];
@@ -395,12 +417,11 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
           pt[sw64_offset(n + 1, slot / 16) + slot % 16] = lb;
         }
       }
-      // V^T: this warp transposes token group ww (16 tokens) of the warpgroup's 256 columns, 32
-      // columns per step. ldmatrix .trans of the 8 x 16-byte matrices (tokens 8 a + 0..7, 16 bytes
-      // of columns) hands lane l the byte pairs (columns 2 (l / 4), + 1) of tokens 2 (l % 4), + 1;
-      // byte_perm joins a = 0 and a = 1 into one word per column: slots 4 (l % 4) .. + 3.
+      // V^T: this warp transposes token group ww (16 tokens) of the tile's 512 columns, 32 per
+      // step. ldmatrix .trans of the 8 x 16-byte matrices (tokens 8 a + 0..7, 16 bytes of columns)
+      // hands lane l the byte pairs (columns 2 (l / 4), + 1) of tokens 2 (l % 4), + 1; byte_perm
+      // joins a = 0 and a = 1 into one word per column: slots 4 (l % 4) .. + 3.
       {
-        const uint32_t vt = sbase + S::kVt + (wg * 2 + buf) * S::kVtBytes;
         const int mi = lane / 8, r = lane % 8;  // the matrix and row this lane addresses
         const int tok = ww * 16 + 8 * (mi % 2) + r;  // ldmatrix: matrix mi = (a = mi % 2, chunk mi / 2)
         const int valid = kv_len - u * kMlaTileKeys;  // tokens of this tile before the sequence's end
@@ -410,15 +431,15 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
           keep = (t0 < valid ? 0xFFu : 0u) | (t0 + 1 < valid ? 0xFF00u : 0u) | (t0 + 8 < valid ? 0xFF0000u : 0u) |
                  (t0 + 9 < valid ? 0xFF000000u : 0u);
         }
-#pragma unroll
-        for (int x = 0; x < 8; ++x) {
-          const int col = 256 * wg + 32 * x + 16 * (mi / 2);  // this lane's ldmatrix row: 16 columns
+#pragma unroll 4
+        for (int x = 0; x < 16; ++x) {  // (fully unrolled, its loads were hoisted and o spilled)
+          const int col = 32 * x + 16 * (mi / 2);  // this lane's ldmatrix row: 16 columns
           uint32_t rr[4];
           ldsm_x4_trans(rr, raw + (col / 128) * S::kRawBlock + sw128_offset(tok, (col % 128) / 16));
           const uint32_t e01 = __byte_perm(rr[0], rr[1], 0x6420) & keep, o01 = __byte_perm(rr[0], rr[1], 0x7531) & keep;
           const uint32_t e23 = __byte_perm(rr[2], rr[3], 0x6420) & keep, o23 = __byte_perm(rr[2], rr[3], 0x7531) & keep;
-          // stmatrix: matrix mi's row r is V^T row d = 32 x + 16 (mi / 2) + 2 r + mi % 2 (of this
-          // warpgroup's 256), the 16 slots of token group ww.
+          // stmatrix: matrix mi's row r is V^T row d = 32 x + 16 (mi / 2) + 2 r + mi % 2, the 16
+          // slots of token group ww.
           const int d = 32 * x + 16 * (mi / 2) + 2 * r + mi % 2;
           stsm_x4(vt + sw64_offset(d, ww), e01, o01, e23, o23);
         }
@@ -426,28 +447,14 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
       // The raw tile is done with (S^T's products are complete, the transposer's loads returned).
       __syncwarp();
       if (lane == 0) mbar_arrive(&empty[stage]);
-      if (++stage == kNarrowStages) {
-        stage = 0;
-        phase ^= 1;
-      }
       fence_proxy_async_shared();  // P'^T and V^T, for the products' async-proxy reads
       named_barrier_sync(bar_own, 128);
-      // O^T += V^T P'^T for the warpgroup's four 64-column blocks (promoted after the next tile's
-      // first S^T group, or after the loop).
-      {
-        const uint32_t vt = sbase + S::kVt + (wg * 2 + buf) * S::kVtBytes;
-        const uint32_t ptd = sbase + S::kPt + (wg * 2 + buf) * S::kPtBytes;
-        wgmma_fence();
-#pragma unroll
-        for (int mb = 0; mb < 4; ++mb) {
-#pragma unroll
-          for (int kk = 0; kk < 2; ++kk) {
-            wgmma_m64n32k32_f8<kE5m2>(pv[mb], wgmma_desc_sw64(vt + mb * 64 * 64 + 32 * kk),
-                                      wgmma_desc_sw64(ptd + 32 * kk), kk > 0);
-          }
-        }
-        wgmma_commit();
-      }
+      // O^T += V^T P'^T in two halves of four 64-column blocks (the partials' registers): the
+      // first promoted at once, the second after this warpgroup's next tile's wait (or the loop).
+      issue_pv(0);
+      wgmma_wait<0>();
+      promote_o(0, corr);
+      issue_pv(4);
 #pragma unroll
       for (int j = 0; j < 4; ++j) corr_pending[j] = corr[j];
       pending = true;
@@ -455,11 +462,13 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
     }
     if (pending) {
       wgmma_wait<0>();
-      promote_o();
+      promote_o(4, corr_pending);
     }
 
-    // Epilogue: the rows' sums over the warpgroup's four warps; each warpgroup writes its 256
-    // columns (whole sequences to the output, cut ones as float partials for the merge).
+    // Epilogue: each warpgroup's rows' sums over its four warps; the two warpgroups' states (maxima,
+    // sums, outputs) meet: each publishes its maxima, sums and the 256 columns the other writes
+    // (over its own V^T, free now), then writes its 256 columns of the combined result (whole
+    // sequences to the output, cut ones as float partials for the merge).
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
 #pragma unroll
@@ -470,29 +479,63 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
       for (int j = 0; j < 4; ++j) sSum[ww * kNarrowQueries + 4 * j + c] = l[j];
     }
     named_barrier_sync(bar_own, 128);
+    float* peer = reinterpret_cast<float*>(base + S::kPeer);  // [warpgroup][max, sum][query], [2] bad
+    float* xch = reinterpret_cast<float*>(base + S::kVt + wg * S::kVtBytes);  // [query][256] floats
+    float lw[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int q = 4 * j + c;
+      lw[j] = sSum[q] + sSum[kNarrowQueries + q] + sSum[2 * kNarrowQueries + q] + sSum[3 * kNarrowQueries + q];
+      if (ww == 0 && lane < 4) {
+        peer[(wg * 2) * kNarrowQueries + q] = m[j];
+        peer[(wg * 2 + 1) * kNarrowQueries + q] = lw[j];
+      }
+    }
+    if (ww == 0 && lane == 0) reinterpret_cast<int*>(peer + 4 * kNarrowQueries)[wg] = bad ? 1 : 0;
+    const int other = 1 - wg;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          // (the m-block picked by a select: a register array indexed at run time would go to memory)
+          xch[(4 * j + c) * 256 + 64 * i + 16 * ww + lane / 4 + 8 * h] = wg ? o[i][j][h] : o[4 + i][j][h];
+        }
+      }
+    }
+    named_barrier_sync(kNarrowBarBoth, 256);
+    const float* pxch = reinterpret_cast<const float*>(base + S::kVt + other * S::kVtBytes);
+    const bool any_bad = (reinterpret_cast<const int*>(peer + 4 * kNarrowQueries)[0] |
+                          reinterpret_cast<const int*>(peer + 4 * kNarrowQueries)[1]) != 0;
     const bool whole = s.seq_pieces[b] == 1;
     const int slot = whole ? 0 : mla_piece_slot(s, part, b);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int q = 4 * j + c;
-      const float sum = sSum[q] + sSum[kNarrowQueries + q] + sSum[2 * kNarrowQueries + q] + sSum[3 * kNarrowQueries + q];
       if (q >= rows_per_b) continue;
+      const float m_peer = peer[(other * 2) * kNarrowQueries + q], l_peer = peer[(other * 2 + 1) * kNarrowQueries + q];
+      const float mm = fmaxf(m[j], m_peer);
+      // (a warpgroup that saw no key of the row has max -inf: weight 0)
+      const float c_own = m[j] == -INFINITY ? 0.f : fast_exp2(m[j] - mm);
+      const float c_peer = m_peer == -INFINITY ? 0.f : fast_exp2(m_peer - mm);
+      const float sum = c_own * lw[j] + c_peer * l_peer;
       // (a NaN key makes the sum NaN: out and lse NaN, as in the reference; no key: out 0, lse -inf)
       const float inv = sum > 0.f ? kv_scale / (256.f * sum) : (sum == 0.f ? 0.f : NAN);
       const int64_t row = int64_t(b) * rows_per_b + q;
       const int64_t ws_row = int64_t(slot) * rows_per_b + q;
 #pragma unroll
-      for (int mb = 0; mb < 4; ++mb) {
+      for (int i = 0; i < 4; ++i) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const int d = 256 * wg + 64 * mb + 16 * ww + lane / 4 + 8 * h;
-          const float x = bad ? NAN : o[mb][j][h] * inv;
+          const int dl = 64 * i + 16 * ww + lane / 4 + 8 * h, d = 256 * wg + dl;
+          const float x = any_bad ? NAN : (c_own * (wg ? o[4 + i][j][h] : o[i][j][h]) + c_peer * pxch[q * 256 + dl]) * inv;
           if (whole) static_cast<T*>(p.out)[row * kMlaLatentDim + d] = from_float<T>(x);
           else ws_out[ws_row * kMlaLatentDim + d] = x;
         }
       }
       if (wg == 0 && ww == 0 && lane < 4) {
-        const float lse = bad ? NAN : (sum > 0.f ? (m[j] + __log2f(sum)) * kLn2 : (sum == 0.f ? -INFINITY : NAN));
+        const float lse = any_bad ? NAN : (sum > 0.f ? (mm + __log2f(sum)) * kLn2 : (sum == 0.f ? -INFINITY : NAN));
         if (whole) p.lse[row] = lse;
         else ws_lse[ws_row] = lse;
       }

@@ -4,6 +4,7 @@ with the other options, traced scales and vmap. On a GPU: paged_attention's tile
 instances); MLA's wgmma kernel (Hopper, fp8 combined caches) or its portable kernel."""
 
 import functools
+import os
 
 import jax
 import jax.numpy as jnp
@@ -141,10 +142,12 @@ def test_mla_fp8_queries_of_any_magnitude(rng, heads, page_size):
     out, lse = f(*args)
     ref_out, ref_lse = reference.mla_decode(*args, scale=0.07, **kw)
     assert_close(out, ref_out, Q_DTYPE)
-    # (lse reaches 1e5 for the 2^20 heads. On Hopper the 16-head case runs the narrow fp8 kernel, whose
+    # (lse reaches 1e5 for the 2^20 heads: float32's own relative precision bounds it there. With
+    # JAXPAGED_MLA_FP8_NARROW=1 the 16-head case runs Hopper's experimental narrow fp8 kernel, whose
     # scores come from fp8 tensor cores: about 12 significant bits relative to the row's largest
-    # products (NOTES item 44; measured 4.8e-5 here), so lse agrees to 2^-12 relative, not float32's.)
-    np.testing.assert_allclose(np.asarray(lse), np.asarray(ref_lse), rtol=2.0**-12, atol=2e-3)
+    # products (NOTES item 44; measured 4.8e-5 here), so lse agrees to 2^-12 relative there.)
+    narrow = os.environ.get("JAXPAGED_MLA_FP8_NARROW") == "1" and heads <= 16 and page_size >= 64
+    np.testing.assert_allclose(np.asarray(lse), np.asarray(ref_lse), rtol=2.0**-12 if narrow else 1e-5, atol=2e-3)
 
 
 @pytest.mark.parametrize("call, match", [

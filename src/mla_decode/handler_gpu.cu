@@ -44,12 +44,13 @@ MlaDevice mla_device(int device) {
 }
 
 #if defined(JAXPAGED_WITH_SM90)
-// JAXPAGED_MLA_FP8_NARROW=0 keeps small fp8 calls on the wgmma kernel's converting loader (for A/B
-// timings of the two in one build).
+// JAXPAGED_MLA_FP8_NARROW=1 runs the narrow fp8 kernel where it applies. Experimental and off by
+// default: on the H100 it ran the GPU tests, the sanitizer and timing loops correctly, but twice
+// a later run ended in an unspecified launch failure with it on (NOTES item 44 d), cause not found.
 bool mla_fp8_narrow_enabled() {
   static const bool enabled = [] {
     const char* v = std::getenv("JAXPAGED_MLA_FP8_NARROW");
-    return v == nullptr || !(v[0] == '0' && v[1] == '\0');
+    return v != nullptr && v[0] == '1' && v[1] == '\0';
   }();
   return enabled;
 }

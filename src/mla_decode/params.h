@@ -72,7 +72,8 @@ JP_HOST_DEVICE bool mla_hopper_format(const MlaDecodeParams& p) {
   return !p.fp8 || p.kpe_fp8;
 }
 
-// The narrow fp8 kernel (sm90/fp8_narrow.cuh) reads this call on Hopper: bf16 queries, at most
+// The narrow fp8 kernel (sm90/fp8_narrow.cuh; experimental, opt-in: JAXPAGED_MLA_FP8_NARROW=1)
+// can read this call on Hopper: bf16 queries, at most
 // kNarrowQueries query rows per sequence, a dense per-tensor fp8 cache in the combined 576-byte
 // layout (rope fp8 too, right after the latent) in pages of >= 64 tokens.
 constexpr int kNarrowQueries = 16;

@@ -2,6 +2,11 @@
 // rows (s_q x Hq <= 16: Hq = 16 decode, or Hq = 8 with two query tokens, ...), bf16 queries, the
 // combined 576-byte rows in pages of >= 64 tokens (TMA). Built for sm_90a only (fp8_narrow.cu).
 //
+// EXPERIMENTAL, off unless JAXPAGED_MLA_FP8_NARROW=1 (handler_gpu.cu): on the H100 it passed the
+// fp8 and adversarial MLA tests, compute-sanitizer's memcheck and timing loops, but two later runs
+// with it on ended in an unspecified launch failure (once in this design, once with three score
+// groups in flight), cause not found yet: NOTES item 44 d, tools/mla_fp8_narrow_stress.py.
+//
 // Why a kernel of its own: the wgmma kernel (kernel.cuh) computes on 16-bit tiles, so an fp8 tile
 // is converted by its loader, and that conversion chain bounds the path (NOTES items 42-43: 30% of
 // copy bandwidth at Hq = 16). Here the raw fp8 tiles go from the copy engine straight to the

@@ -4,8 +4,9 @@
 //
 // EXPERIMENTAL, off unless JAXPAGED_MLA_FP8_NARROW=1 (handler_gpu.cu): on the H100 it passed the
 // fp8 and adversarial MLA tests, compute-sanitizer's memcheck and timing loops, but two later runs
-// with it on ended in an unspecified launch failure (once in this design, once with three score
-// groups in flight), cause not found yet: NOTES item 44 d, tools/mla_fp8_narrow_stress.py.
+// with it on ended in an unspecified launch failure. The cause found after the runs (a full
+// barrier's parity aliasing between the two warpgroups; kNarrowFull) is fixed here but this fix
+// has not run on a GPU: NOTES item 44 d, tools/mla_fp8_narrow_stress.py.
 //
 // Why a kernel of its own: the wgmma kernel (kernel.cuh) computes on 16-bit tiles, so an fp8 tile
 // is converted by its loader, and that conversion chain bounds the path (NOTES items 42-43: 30% of
@@ -71,6 +72,13 @@ constexpr int kNarrowThreads = 384;  // two compute warpgroups + the loader's (o
 // its two partials (48), and the tile's scores and probabilities.
 constexpr int kNarrowComputeRegs = 232, kNarrowLoaderRegs = 40;
 constexpr int kNarrowStages = 3;     // raw tile buffers
+// "full" barriers: one per (raw buffer, compute warpgroup), so that each is waited by one
+// warpgroup, in order. (With one per buffer, the 3-buffer ring dealt alternately to two
+// warpgroups has a buffer's consecutive uses waited by different warpgroups: a warpgroup could
+// wait for use k + 3 while use k, the other's, was still landing, and the parity it waits for -
+// that of the phase before - read as complete. It passed at once, read a half-landed tile and
+// released the buffer early, and the ring fell a phase out of step: NOTES item 44 d.)
+constexpr int kNarrowFull = 2 * kNarrowStages;
 constexpr int kNarrowSPromote = 2;   // S^T k-steps (of 32 columns) per float32 promotion
 
 // Shared memory, byte offsets from a 1024-aligned base.
@@ -90,8 +98,8 @@ struct MlaNarrowSmem {
   static constexpr int kPeer = kSum + 2 * 4 * kNarrowQueries * 4;     // [warpgroup][max, sum][query], [2] bad
   static constexpr int kQScale = kPeer + (4 * kNarrowQueries + 4) * 4;  // [query]: 2^-k of its split
   static constexpr int kBad = kQScale + kNarrowQueries * 4;           // [stage]: the tile's page id was bad
-  static constexpr int kBarriers = kBad + 16;                         // full[stages], empty[stages]
-  static constexpr size_t kAllocBytes = size_t(kBarriers) + 2 * kNarrowStages * 8 + 1024;  // + alignment
+  static constexpr int kBarriers = kBad + 16;                         // full[kNarrowFull], empty[stages]
+  static constexpr size_t kAllocBytes = size_t(kBarriers) + (kNarrowFull + kNarrowStages) * 8 + 1024;  // + alignment
   static_assert(kRaw % 1024 == 0 && kVt % 1024 == 0 && kPt % 1024 == 0, "swizzle atoms need aligned bases");
   static_assert(kBad + 4 * kNarrowStages <= kBarriers && kBarriers % 8 == 0, "barriers overlap or misalign");
 };
@@ -128,7 +136,7 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
   extern __shared__ unsigned char smem_raw[];
   unsigned char* base = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   uint64_t* full = reinterpret_cast<uint64_t*>(base + S::kBarriers);
-  uint64_t* empty = full + kNarrowStages;
+  uint64_t* empty = full + kNarrowFull;
   int* sBad = reinterpret_cast<int*>(base + S::kBad);
   float* sQScale = reinterpret_cast<float*>(base + S::kQScale);
 
@@ -140,10 +148,8 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
   const int64_t capacity = p.max_pages * p.page_size;
 
   if (tid == 0) {
-    for (int i = 0; i < kNarrowStages; ++i) {
-      mbar_init(&full[i], 1);   // the loader's arrival, with the tile's bytes
-      mbar_init(&empty[i], 4);  // each warp of the warpgroup that took the tile
-    }
+    for (int i = 0; i < kNarrowFull; ++i) mbar_init(&full[i], 1);  // the loader's arrival, with the bytes
+    for (int i = 0; i < kNarrowStages; ++i) mbar_init(&empty[i], 4);  // each warp of the warpgroup that took it
     fence_proxy_async_shared();
   }
   __syncthreads();
@@ -154,11 +160,12 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
       tma_prefetch_map(cache_map);
       int stage = 0;
       uint32_t phase = 0;
+      int use = 0;  // tiles issued (the block's running count, as the compute warpgroups keep it)
       for (int b = first_b; b <= last_b; ++b) {
         const int kv_len = int(clamp_kv_len(p.kv_lens[b], capacity));
         const TileSpan tiles = mla_piece_tiles(s, part, b, mla_tiles_of(kv_len));
         const int32_t* table = p.block_tables + int64_t(b) * p.max_pages;
-        for (int u = tiles.begin; u < tiles.end; ++u) {
+        for (int u = tiles.begin; u < tiles.end; ++u, ++use) {
           // An out-of-range page id goes to the engine as it is (a box outside the map is
           // zero-filled) and the flag makes the sequence's output NaN.
           const int32_t page = table[(u * kMlaTileKeys) >> page_shift];
@@ -166,10 +173,11 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
           sBad[stage] = mla_entry_ok<false>(p, page, 0) ? 0 : 1;
           const int slot = (u * kMlaTileKeys) & int(p.page_size - 1);
           unsigned char* raw = base + S::kRaw + stage * S::kRawBytes;
-          mbar_arrive_expect_tx(&full[stage], S::kRawBytes);
+          uint64_t* landed = &full[use % kNarrowFull];  // (stage use % 3, warpgroup use % 2)
+          mbar_arrive_expect_tx(landed, S::kRawBytes);
 #pragma unroll
           for (int cb = 0; cb < S::kBlocks; ++cb) {
-            tma_load_3d(raw + cb * S::kRawBlock, cache_map, cb * 128, slot, page, &full[stage]);
+            tma_load_3d(raw + cb * S::kRawBlock, cache_map, cb * 128, slot, page, landed);
           }
           if (++stage == kNarrowStages) {
             stage = 0;
@@ -324,8 +332,7 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
     for (int u = tiles.begin; u < tiles.end; ++u, ++use) {
       if ((use & 1) != wg) continue;
       const int stage = use % kNarrowStages;
-      const uint32_t phase = uint32_t(use / kNarrowStages) & 1u;
-      mbar_wait(&full[stage], phase);
+      mbar_wait(&full[use % kNarrowFull], uint32_t(use / kNarrowFull) & 1u);
       bad |= sBad[stage] != 0;
       if (pending) {  // the previous tile's last product ran behind this tile's wait
         wgmma_wait<0>();

@@ -45,19 +45,6 @@ RS = """// m64n256k16, A from registers (4 x 32 bits per thread, the mma.m16n8k1
 
 # fp8 (e4m3 / e5m2) shapes: k = 32 bytes, both operands K-major (wgmma's fp8 forms have no
 # transpose immediates), for the fp8-operand MLA design (NOTES item 43 e; tools/wgmma_fp8_probe.cu).
-SS8 = """// m64n{N}k32, fp8 (TY: e4m3 / e5m2) A and B from shared memory (descriptors), both K-major.
-// D (+)= A * B in float32.
-#define JP_WGMMA_M64N{N}K32_SS_F8(TY)                                                      \\
-  __device__ __forceinline__ void wgmma_m64n{N}k32_ss_##TY(float (&d)[{R}], uint64_t desc_a,     \\
-                                                          uint64_t desc_b, int accumulate) { \\
-    asm volatile("{\\n.reg .pred p;\\nsetp.ne.b32 p, %{P}, 0;\\n"                          \\
-                 "wgmma.mma_async.sync.aligned.m64n{N}k32.f32." #TY "." #TY " "           \\
-                 "{{{dregs}}}, %{A}, %{B}, p, 1, 1;\\n}}\\n"                               \\
-                 : {douts}                                                              \\
-                 : "l"(desc_a), "l"(desc_b), "r"(accumulate));                          \\
-  }}
-"""
-
 RS8 = """// m64n{N}k32, fp8 A from registers (4 x 32 bits per thread: the mma.m16n8k32 A layout per warp,
 // bytes of rows lane / 4 and + 8, columns 4 (lane % 4) + 0..3 and + 16), B from shared memory
 // K-major. D (+)= A * B in float32.
@@ -73,9 +60,8 @@ RS8 = """// m64n{N}k32, fp8 A from registers (4 x 32 bits per thread: the mma.m1
 """
 
 
-# The fp8 shape of the narrow fp8 MLA kernel (sm90/fp8_narrow.cuh): both its products, S^T = K Q'^T
-# and O^T += V^T P'^T, are m64n32k32 with both operands in shared memory; A is the cache's fp8
-# format (e4m3 or e5m2), B the split queries or probabilities (e4m3).
+# fp8 with both operands in shared memory, A and B of their own fp8 formats (the narrow fp8 MLA
+# kernel's m64n32k32: A the cache's e4m3 or e5m2, B the split queries or probabilities, e4m3).
 SS8AB = """// m64n{N}k32, fp8 A (TA) and B (TB: e4m3 / e5m2) from shared memory (descriptors), both
 // K-major. D (+)= A * B in float32 (Hopper keeps fewer bits than float32 in each product's sums:
 // callers promote partial products to float32 registers).
@@ -118,10 +104,10 @@ with open("src/common/sm90/wgmma_ops.inc", "w") as f:
     f.write("\n\n")
     f.write(ss(256, trans_b=True))  # O += P V, P from shared memory
     f.write("\n\n")
-    f.write(f8(SS8, 64))  # fp8 operands: S = Q K^T
+    f.write(f8(SS8AB, 64))  # fp8 operands: S = Q K^T
     f.write("\n\n")
     f.write(f8(RS8, 256))  # fp8 operands: O += P V^T', P from registers
     f.write("\n\n")
-    f.write(f8(SS8, 256))  # fp8 operands: O += P V^T', P from shared memory (the peer's tile)
+    f.write(f8(SS8AB, 256))  # fp8 operands: O += P V^T', P from shared memory (the peer's tile)
     f.write("\n\n")
     f.write(f8(SS8AB, 32))  # the narrow fp8 kernel's S^T and O^T products

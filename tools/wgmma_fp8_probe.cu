@@ -46,9 +46,9 @@ namespace jp = jaxpaged;
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 namespace jaxpaged {
-JP_WGMMA_M64N64K32_SS_F8(e4m3)
+JP_WGMMA_M64N64K32_SS_F8AB(e4m3, e4m3)
 JP_WGMMA_M64N256K32_RS_F8(e4m3)
-JP_WGMMA_M64N256K32_SS_F8(e4m3)
+JP_WGMMA_M64N256K32_SS_F8AB(e4m3, e4m3)
 }  // namespace jaxpaged
 #endif
 
@@ -138,7 +138,7 @@ __global__ void __launch_bounds__(128) probe_kernel(const float* q, const int* q
       const int blk = k / 4, off = 32 * (k % 4);
       const uint64_t a = jp::wgmma_desc_sw128(base + kQ + blk * kBlockBytes + off, 16, 1024);
       const uint64_t b = jp::wgmma_desc_sw128(base + kK + blk * kBlockBytes + off, 16, 1024);
-      jp::wgmma_m64n64k32_ss_e4m3(part, a, b, k > k0);
+      jp::wgmma_m64n64k32_ss_e4m3_e4m3(part, a, b, k > k0);
     }
     jp::wgmma_commit();
     jp::wgmma_wait<0>();
@@ -212,7 +212,7 @@ __global__ void __launch_bounds__(128) probe_kernel(const float* q, const int* q
       } else {
         uint64_t a = jp::wgmma_desc_sw128(base + kP + 32 * kk, 16, 512);
         a = (a & ~(uint64_t(3) << 62)) | (uint64_t(2) << 62);
-        jp::wgmma_m64n256k32_ss_e4m3(o, a, b, 1);
+        jp::wgmma_m64n256k32_ss_e4m3_e4m3(o, a, b, 1);
       }
     }
     }

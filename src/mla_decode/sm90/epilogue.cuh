@@ -11,6 +11,17 @@
 
 namespace jaxpaged {
 
+// A finished row's output factor and lse from its sum of probabilities `sum` and final maximum `m`
+// (log2 domain), the rules of the reference: a NaN key makes the sum NaN (out and lse NaN), no key
+// makes it 0 (out 0, lse -inf). `scale` is what the row's accumulated outputs are multiplied by
+// besides 1 / sum. Shared by the Hopper kernels' epilogues (this file, fp8_narrow.cuh).
+__device__ __forceinline__ float mla_row_inverse(float sum, float scale) {
+  return sum > 0.f ? scale / sum : (sum == 0.f ? 0.f : NAN);
+}
+__device__ __forceinline__ float mla_row_lse(float m, float sum, bool bad) {
+  return bad ? NAN : (sum > 0.f ? (m + __log2f(sum)) * kLn2 : (sum == 0.f ? -INFINITY : NAN));
+}
+
 #if defined(JP_HAVE_WGMMA)  // the sm_90a device pass (wgmma.cuh)
 // l: this thread's shares of its rows' sums; m: their final maxima (log2 domain); o: its half of
 // the rows' outputs; bad: a page id of this warpgroup's tiles was out of range (the whole
@@ -39,8 +50,7 @@ __device__ __forceinline__ void mla_store_sequence(const W& w, const MlaSchedule
     const int r = half ? w.r_hi : w.r_lo;
     if (w.row0 + r >= w.rows_per_b) continue;
     const float sum = half ? sum_hi : sum_lo;
-    // (a NaN key makes the sum NaN: out and lse NaN, as in the reference; no key: out 0, lse -inf)
-    const float inv = sum > 0.f ? w.out_scale / sum : (sum == 0.f ? 0.f : NAN);
+    const float inv = mla_row_inverse(sum, w.out_scale);
     const int64_t row = int64_t(b) * w.rows_per_b + w.row0 + r;
     const int64_t ws_row = int64_t(slot) * w.rows_per_b + w.row0 + r;
 #pragma unroll
@@ -56,7 +66,7 @@ __device__ __forceinline__ void mla_store_sequence(const W& w, const MlaSchedule
     }
     if (w.wg == 0 && w.lane % 4 == 0) {
       const float mrow = half ? m.hi : m.lo;
-      const float lse = bad ? NAN : (sum > 0.f ? (mrow + __log2f(sum)) * kLn2 : (sum == 0.f ? -INFINITY : NAN));
+      const float lse = mla_row_lse(mrow, sum, bad);
       if (whole) w.p.lse[row] = lse;
       else ws_lse[ws_row] = lse;
     }

@@ -54,6 +54,7 @@
 #include <cuda.h>  // CUtensorMap
 #include <cuda_fp8.h>
 
+#include "common/fp8.cuh"
 #include "common/gpu_math.cuh"
 #include "common/masking.h"
 #include "common/sm80/mma.cuh"
@@ -62,7 +63,8 @@
 #include "common/sm90/wgmma.cuh"
 #include "mla_decode/params.h"
 #include "mla_decode/partition_schedule.cuh"
-#include "mla_decode/sm90/loader.cuh"  // mla_entry_ok
+#include "mla_decode/sm90/epilogue.cuh"  // mla_row_inverse, mla_row_lse
+#include "mla_decode/sm90/loader.cuh"    // mla_entry_ok
 
 namespace jaxpaged {
 
@@ -125,7 +127,7 @@ __device__ __forceinline__ uint8_t narrow_to_e4m3(float x) {
   return static_cast<uint8_t>(__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3));
 }
 __device__ __forceinline__ float narrow_from_e4m3(uint8_t b) {
-  return __half2float(__half(__nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(b), __NV_E4M3)));
+  return __half2float(__ushort_as_half(static_cast<unsigned short>(fp8x2_to_half2_bits(b, false))));
 }
 
 template <typename T, bool kE5m2>
@@ -158,8 +160,6 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
     warpgroup_regs_shrink<kNarrowLoaderRegs>();
     if (warp == 8 && lane == 0) {
       tma_prefetch_map(cache_map);
-      int stage = 0;
-      uint32_t phase = 0;
       int use = 0;  // tiles issued (the block's running count, as the compute warpgroups keep it)
       for (int b = first_b; b <= last_b; ++b) {
         const int kv_len = int(clamp_kv_len(p.kv_lens[b], capacity));
@@ -169,7 +169,8 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
           // An out-of-range page id goes to the engine as it is (a box outside the map is
           // zero-filled) and the flag makes the sequence's output NaN.
           const int32_t page = table[(u * kMlaTileKeys) >> page_shift];
-          mbar_wait(&empty[stage], phase ^ 1);
+          const int stage = use % kNarrowStages;
+          mbar_wait(&empty[stage], (uint32_t(use / kNarrowStages) & 1u) ^ 1u);
           sBad[stage] = mla_entry_ok<false>(p, page, 0) ? 0 : 1;
           const int slot = (u * kMlaTileKeys) & int(p.page_size - 1);
           unsigned char* raw = base + S::kRaw + stage * S::kRawBytes;
@@ -178,10 +179,6 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
 #pragma unroll
           for (int cb = 0; cb < S::kBlocks; ++cb) {
             tma_load_3d(raw + cb * S::kRawBlock, cache_map, cb * 128, slot, page, landed);
-          }
-          if (++stage == kNarrowStages) {
-            stage = 0;
-            phase ^= 1;
           }
         }
       }
@@ -532,8 +529,7 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
       const float c_own = m[j] == -INFINITY ? 0.f : fast_exp2(m[j] - mm);
       const float c_peer = m_peer == -INFINITY ? 0.f : fast_exp2(m_peer - mm);
       const float sum = c_own * lw[j] + c_peer * l_peer;
-      // (a NaN key makes the sum NaN: out and lse NaN, as in the reference; no key: out 0, lse -inf)
-      const float inv = sum > 0.f ? kv_scale / (256.f * sum) : (sum == 0.f ? 0.f : NAN);
+      const float inv = mla_row_inverse(sum, kv_scale / 256.f);  // (o holds P x 256 times V)
       const int64_t row = int64_t(b) * rows_per_b + q;
       const int64_t ws_row = int64_t(slot) * rows_per_b + q;
 #pragma unroll
@@ -547,7 +543,7 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
         }
       }
       if (wg == 0 && ww == 0 && lane < 4) {
-        const float lse = any_bad ? NAN : (sum > 0.f ? (mm + __log2f(sum)) * kLn2 : (sum == 0.f ? -INFINITY : NAN));
+        const float lse = mla_row_lse(mm, sum, any_bad);
         if (whole) p.lse[row] = lse;
         else ws_lse[ws_row] = lse;
       }

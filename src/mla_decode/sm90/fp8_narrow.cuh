@@ -310,6 +310,10 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
     };
     const uint32_t vt = sbase + S::kVt + wg * S::kVtBytes;
     const uint32_t ptd = sbase + S::kPt + wg * S::kPtBytes;
+    // The products' descriptors: one per matrix, moved by constant offsets (one add each, where
+    // building each from its address took a shift, masks and ors on the uniform datapath).
+    const uint64_t vt_desc = wgmma_desc_sw64(vt), pt_desc = wgmma_desc_sw64(ptd);
+    const uint64_t q_desc = wgmma_desc_sw128(sbase + S::kQ, 16, 1024);
     // O^T's product for m-blocks mb0 .. mb0 + 3 (latent columns 64 mb0 ..) into pv.
     auto issue_pv = [&](int mb0) {
       wgmma_fence();
@@ -317,8 +321,8 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
       for (int mb = 0; mb < 4; ++mb) {
 #pragma unroll
         for (int kk = 0; kk < 2; ++kk) {
-          wgmma_m64n32k32_f8<kE5m2>(pv[mb], wgmma_desc_sw64(vt + (mb0 + mb) * 64 * 64 + 32 * kk),
-                                    wgmma_desc_sw64(ptd + 32 * kk), kk > 0);
+          wgmma_m64n32k32_f8<kE5m2>(pv[mb], wgmma_desc_advance(vt_desc, (mb0 + mb) * 64 * 64 + 32 * kk),
+                                    wgmma_desc_advance(pt_desc, 32 * kk), kk > 0);
         }
       }
       wgmma_commit();
@@ -337,6 +341,7 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
         pending = false;
       }
       const uint32_t raw = sbase + S::kRaw + stage * S::kRawBytes;
+      const uint64_t raw_desc = wgmma_desc_sw128(raw, 16, 1024);
       // S^T = K Q'^T, 18 k-steps in groups of kNarrowSPromote, each group from zero into one of two
       // partial accumulators (while the other's group runs) and added to sacc in float32.
       float sacc[16], pa[16], pb[16];
@@ -347,8 +352,8 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
 #pragma unroll
         for (int i = 0; i < kNarrowSPromote; ++i) {
           const int k = g * kNarrowSPromote + i, blk = k / 4, off = 32 * (k % 4);
-          wgmma_m64n32k32_f8<kE5m2>(acc, wgmma_desc_sw128(raw + blk * S::kRawBlock + off, 16, 1024),
-                                    wgmma_desc_sw128(sbase + S::kQ + blk * S::kQBlock + off, 16, 1024), i > 0);
+          wgmma_m64n32k32_f8<kE5m2>(acc, wgmma_desc_advance(raw_desc, blk * S::kRawBlock + off),
+                                    wgmma_desc_advance(q_desc, blk * S::kQBlock + off), i > 0);
         }
         wgmma_commit();
       };

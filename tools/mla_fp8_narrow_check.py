@@ -3,7 +3,7 @@ reference beside the converting wgmma path's, and the two paths' times, in one p
 
     python3 -P tools/mla_fp8_narrow_check.py [--time]
 
-The narrow kernel is opt-in (JAXPAGED_MLA_FP8_NARROW=1; 0 or unset: the converting path), read at
+The narrow kernel runs by default (JAXPAGED_MLA_FP8_NARROW=0: the converting path), the variable read at
 the extension's first call: so each path runs in its own subprocess (this script calls itself with
 --path).
 Prints one line per case: max |out - ref| / max |ref|, rel err (as the bench), max |lse - ref|,

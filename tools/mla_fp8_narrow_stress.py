@@ -1,6 +1,7 @@
-"""Repeated calls of the experimental narrow fp8 MLA kernel (JAXPAGED_MLA_FP8_NARROW=1, set here
-before the extension's first call), for the open intermittent launch failure (NOTES item 44 d):
-151 back-to-back calls per config, then whether the last output equals the first.
+"""Repeated calls of the narrow fp8 MLA kernel (JAXPAGED_MLA_FP8_NARROW=1, set here before the
+extension's first call; the default since session 24), the check that its early intermittent
+launch failure (NOTES item 44 d, fixed) stays away after a kernel change: 151 back-to-back calls
+per config, then whether the last output equals the first.
 
     python3 -P tools/mla_fp8_narrow_stress.py [calls]
 

@@ -346,8 +346,8 @@ int main(int argc, char** argv) {
       {"h128 lengths past table", {1 << 29, 64}, 1, 128, 64},
       {"fp8 h128 b4 page 64 junk ids", {4096, 33, 0, -5}, 1, 128, 64, true, false, 2, 128, 1},
       {"fp8 latent + bf16 rope h16 page 1", {1, 100, 63, 0, 700}, 1, 16, 1, false, false, 1, 64, 1},
-      // (at most 16 query rows, combined fp8 in pages of >= 64: the narrow fp8 kernel on Hopper with
-      // JAXPAGED_MLA_FP8_NARROW=1, else the wgmma kernel's converting loader)
+      // (at most 16 query rows, combined fp8 in pages of >= 64: the narrow fp8 kernel on Hopper,
+      // unless JAXPAGED_MLA_FP8_NARROW=0: then the wgmma kernel's converting loader)
       {"fp8 h16 page 64 junk ids", {4096, 33, 0, -5, 130}, 1, 16, 64, true, false, 2, 0, 1},
       {"fp8 h8 s_q 2 causal page 128 junk ids", {1, 65, 700, -3}, 2, 8, 128, true, true, 2, 0, 1},
       {"656-byte rows h64 s_q 2 causal junk ids", {1, 2, 129, 4000, -1}, 2, 64, 64, true, true, 2, 256, 2},

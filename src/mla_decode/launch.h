@@ -25,9 +25,10 @@ ffi::Error launch_mla_schedule(const MlaDecodeParams& p, int parts, const MlaSch
 template <typename T, bool kTma, bool kSparse, int kFmt>
 ffi::Error launch_mla_wgmma(const MlaDecodeParams& p, int row_blocks, int parts, const MlaSchedule& sched,
                             float* ws_out, float* ws_lse, const MlaTmaMaps& maps, gpuStream_t stream);
-// The narrow fp8 kernel (opt-in, JAXPAGED_MLA_FP8_NARROW=1) in place of the wgmma kernel (sm90/fp8_narrow.cuh: bf16 queries, at most
-// 16 query rows per sequence, a combined per-tensor fp8 cache in pages of >= 64 tokens;
-// mla_fp8_narrow_applies), on the same schedule and workspace. sm90/fp8_narrow.cu.
+// The narrow fp8 kernel in place of the wgmma kernel, unless JAXPAGED_MLA_FP8_NARROW=0
+// (sm90/fp8_narrow.cuh: bf16 queries, at most 16 query rows per sequence, a combined per-tensor
+// fp8 cache in pages of >= 64 tokens; mla_fp8_narrow_applies), on the same schedule and
+// workspace. sm90/fp8_narrow.cu.
 ffi::Error launch_mla_fp8_narrow(const MlaDecodeParams& p, int parts, const MlaSchedule& sched, float* ws_out,
                                  float* ws_lse, const MlaNarrowMap& map, gpuStream_t stream);
 template <typename T>

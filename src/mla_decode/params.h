@@ -72,7 +72,7 @@ JP_HOST_DEVICE bool mla_hopper_format(const MlaDecodeParams& p) {
   return !p.fp8 || p.kpe_fp8;
 }
 
-// The narrow fp8 kernel (sm90/fp8_narrow.cuh; experimental, opt-in: JAXPAGED_MLA_FP8_NARROW=1)
+// The narrow fp8 kernel (sm90/fp8_narrow.cuh; on by default, JAXPAGED_MLA_FP8_NARROW=0 opts out)
 // can read this call on Hopper: bf16 queries, at most
 // kNarrowQueries query rows per sequence, a dense per-tensor fp8 cache in the combined 576-byte
 // layout (rope fp8 too, right after the latent) in pages of >= 64 tokens.

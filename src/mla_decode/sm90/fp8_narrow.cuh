@@ -2,11 +2,10 @@
 // rows (s_q x Hq <= 16: Hq = 16 decode, or Hq = 8 with two query tokens, ...), bf16 queries, the
 // combined 576-byte rows in pages of >= 64 tokens (TMA). Built for sm_90a only (fp8_narrow.cu).
 //
-// EXPERIMENTAL, off unless JAXPAGED_MLA_FP8_NARROW=1 (handler_gpu.cu): on the H100 it passed the
-// fp8 and adversarial MLA tests, compute-sanitizer's memcheck and timing loops, but two later runs
-// with it on ended in an unspecified launch failure. The cause found after the runs (a full
-// barrier's parity aliasing between the two warpgroups; kNarrowFull) is fixed here but this fix
-// has not run on a GPU: NOTES item 44 d, tools/mla_fp8_narrow_stress.py.
+// On by default where it applies (JAXPAGED_MLA_FP8_NARROW=0 opts out: handler_gpu.cu). Its early
+// intermittent launch failure (a full barrier's parity aliasing between the two warpgroups, fixed
+// by kNarrowFull) no longer showed on the H100 in session 24: stress loops, the GPU fp8 and MLA
+// tests, memcheck and synccheck (NOTES item 44 d, tools/mla_fp8_narrow_stress.py).
 //
 // Why a kernel of its own: the wgmma kernel (kernel.cuh) computes on 16-bit tiles, so an fp8 tile
 // is converted by its loader, and that conversion chain bounds the path (NOTES items 42-43: 30% of

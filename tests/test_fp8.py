@@ -89,6 +89,10 @@ def _latent_amax(case):
     # into pieces and merged, an empty one, one that ends inside its first tile.
     (16, 1, 64, False, [0, 1000, 4100, 63]),
     (8, 2, 128, True, [1, 65, 700]),
+    # (the narrow kernel's row map with one head: 16 query tokens, each row its own causal end; and
+    # 12 rows, so 4 of its 16 row slots stay unused)
+    (1, 16, 64, True, [3, 64, 700]),
+    (4, 3, 256, True, [0, 200, 1025]),
 ])
 def test_mla_quantized_caches_match_reference(rng, fmt, heads, s_q, page_size, causal, kv_lens):
     case = mla_case(rng, kv_lens=kv_lens, s_q=s_q, num_heads=heads, page_size=page_size, dtype=Q_DTYPE,

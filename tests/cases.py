@@ -15,6 +15,8 @@ ON_GPU = jax.default_backend() == "gpu"
 # The GPU handlers run the portable kernels (src/paged_attention/portable/) when this is set to
 # anything but "" or "0" (src/common/gpu_launch.h reads the same variable): the exact-NaN paged path.
 PORTABLE = os.environ.get("JAXPAGED_PORTABLE_KERNELS", "") not in ("", "0")
+# The Hopper kernels run (MLA's wgmma and narrow fp8 kernels, the device-made schedule).
+HOPPER = ON_GPU and not PORTABLE and getattr(jax.devices()[0], "compute_capability", "") == "9.0"
 # 16-bit floats everywhere; float32 only where it is supported (the CPU handlers).
 DTYPES = ["bfloat16", "float16"] + ([] if ON_GPU else ["float32"])
 # Values that must never reach an output: unused cache rows hold NaN, unused table entries junk.

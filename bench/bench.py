@@ -183,6 +183,16 @@ def mla_inputs(cfg: Mla, rng):
     return (q_nope, q_pe, ckv, kpe, kv_lens, table), kv_bytes, flops
 
 
+def mla_options(cfg: Mla) -> dict:
+    """mla_decode's keyword options for a dense MLA config: scale, causal and its cache's."""
+    opts = dict(scale=1.0 / math.sqrt(192.0), causal=cfg.causal)
+    if cfg.cache == "fp8":
+        opts["kv_scale"] = MLA_KV_SCALE
+    if cfg.cache == "656":
+        opts["ds_dequant"] = cfg.ds_dequant
+    return opts
+
+
 def run_config(cfg, rng, copy_GBps, ours_only=False, ours_step=False):
     rec = {"config": cfg.name}
     if isinstance(cfg, Mla) and cfg.cache == "656":
@@ -211,11 +221,7 @@ def run_config(cfg, rng, copy_GBps, ours_only=False, ours_step=False):
         peer_fns = {"flashmla": lambda: peers.flashmla_sparse(cfg, args, opts["scale"])}
     else:
         args, kv_bytes, flops = mla_inputs(cfg, rng)
-        opts = dict(scale=1.0 / math.sqrt(192.0), causal=cfg.causal)
-        if cfg.cache == "fp8":
-            opts["kv_scale"] = MLA_KV_SCALE
-        if cfg.cache == "656":
-            opts["ds_dequant"] = cfg.ds_dequant
+        opts = mla_options(cfg)
         ours_q = lambda q_nope, *ops, plan=None: jaxpaged.mla_decode(q_nope, *ops, **opts, plan=plan)[0]  # noqa: E731
         ref = jax.jit(lambda *a: reference.mla_decode(*a, **opts)[0])
         peer_fns = {"flashmla": lambda: peers.flashmla(cfg, args, opts["scale"])}

@@ -35,10 +35,7 @@ def op_and_args(name: str, plan: bool = False):
             num_tokens=None if cu is None else q.shape[0])
     else:
         args, _, _ = bench.mla_inputs(cfg, rng)
-        opts = dict(kv_scale=bench.MLA_KV_SCALE) if cfg.cache == "fp8" else {}  # (as bench.run_config)
-        if cfg.cache == "656":
-            opts["ds_dequant"] = cfg.ds_dequant
-        fn = functools.partial(jaxpaged.mla_decode, scale=1.0 / math.sqrt(192.0), causal=cfg.causal, **opts)
+        fn = functools.partial(jaxpaged.mla_decode, **bench.mla_options(cfg))
         make_plan = lambda q_nope, q_pe, ckv, kpe, lens, table: jaxpaged.mla_decode_plan(  # noqa: E731
             lens, table, num_heads=cfg.heads, page_size=cfg.page, s_q=cfg.s_q)
     if plan:

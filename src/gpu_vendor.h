@@ -96,6 +96,39 @@ Error kernel_binary_version(int* version, Kernel kernel) {
   *version = attr.binaryVersion;
   return e;
 }
+// Launches kernel<<<grid, block, smem, stream>>>(args...) as a programmatic dependent launch
+// (Hopper and later, CUDA 12.3+): it may start before the kernel ahead of it in the stream has
+// finished, once that one's blocks have all run griddepcontrol.launch_dependents or exited, so its
+// launch overlaps the other's tail. The kernel must run pdl_wait() (common/pdl.cuh) before it
+// touches anything an earlier kernel writes or reads. `dependent` false, or a ROCm build: a plain
+// launch.
+#if defined(__CUDACC__) || defined(__HIPCC__)
+template <typename... KArgs, typename... Args>
+Error launch_maybe_dependent(bool dependent, void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
+                             gpuStream_t stream, Args&&... args) {
+#if defined(JAXPAGED_VENDOR_HIP)
+  (void)dependent;
+  hipLaunchKernelGGL(kernel, grid, block, smem, stream, static_cast<KArgs>(args)...);
+  return hipGetLastError();
+#else
+  if (!dependent) {
+    kernel<<<grid, block, smem, stream>>>(static_cast<KArgs>(args)...);
+    return cudaGetLastError();
+  }
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, kernel, static_cast<KArgs>(args)...);
+#endif
+}
+#endif
 #undef JP_GPU_RT
 
 // ---------------------------------------------------------------- warp intrinsics (device)

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "common/gpu_math.cuh"
+#include "common/pdl.cuh"
 #include "common/kv_splits.h"
 
 namespace jaxpaged {
@@ -16,6 +17,7 @@ __global__ void __launch_bounds__(kCombineThreads)
     combine_splits_kernel(const float* __restrict__ ws_out, const float* __restrict__ ws_lse,
                           int num_splits, int64_t num_rows, int dim, T* __restrict__ out,
                           float* __restrict__ lse) {
+  pdl_wait();  // (a dependent launch: the splits' results are the kernel ahead's)
   const int64_t row = blockIdx.x;
   __shared__ float weight[kMaxSplits];
   __shared__ float total_lse;

@@ -22,6 +22,15 @@ inline ffi::Error last_launch_error(const char* what) {
                               gpu::error_string(err));
 }
 
+// The result of a launch that returned its error (gpu::launch_maybe_dependent); the runtime's
+// last-error state is read (and so cleared) as well.
+inline ffi::Error launch_result(gpu::Error err, const char* what) {
+  const gpu::Error last = gpu::last_error();
+  if (err == gpu::kSuccess) err = last;
+  if (err == gpu::kSuccess) return ffi::Error::Success();
+  return ffi::Error::Internal(std::string("jaxpaged: launching ") + what + " failed: " + gpu::error_string(err));
+}
+
 // The device the calling thread's launches go to (XLA sets it before calling a handler).
 inline int current_device() {
   int device = 0;
@@ -119,6 +128,31 @@ inline bool use_portable_kernels() {
 #else
   const char* v = std::getenv("JAXPAGED_PORTABLE_KERNELS");
   return v != nullptr && v[0] != '\0' && !(v[0] == '0' && v[1] == '\0');
+#endif
+}
+
+// Whether a call's kernels are chained as programmatic dependent launches
+// (gpu::launch_maybe_dependent): on Hopper and later (compute capability 9+; cached per device),
+// unless JAXPAGED_PDL=0 (read once). The MLA Hopper path chains schedule -> attention -> merge,
+// the paged tile path schedule -> tiles -> split merge.
+inline bool dependent_launches() {
+#if defined(JAXPAGED_VENDOR_HIP)
+  return false;
+#else
+  static const bool on = [] {
+    const char* v = std::getenv("JAXPAGED_PDL");
+    return !(v != nullptr && v[0] == '0' && v[1] == '\0');
+  }();
+  if (!on) return false;
+  static int cached[64];  // 0 unknown, 1 yes, 2 no
+  const int device = current_device();
+  int state = device >= 0 && device < 64 ? cached[device] : 0;
+  if (state == 0) {
+    int major = 0;
+    state = gpu::compute_capability_major(&major, device) == gpu::kSuccess && major >= 9 ? 1 : 2;
+    if (device >= 0 && device < 64) cached[device] = state;
+  }
+  return state == 1;
 #endif
 }
 

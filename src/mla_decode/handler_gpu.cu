@@ -92,8 +92,14 @@ ffi::Error launch_wgmma_for(const MlaDecodeParams& p, int row_blocks, int parts,
 
 // plan: a schedule the plan op made for this call (mla_plan_for), or null: make it here.
 template <typename T>
-ffi::Error launch_hopper(const MlaDecodeParams& p, const MlaWorkspace& w, float* ws, const int32_t* plan,
+ffi::Error launch_hopper(const MlaDecodeParams& call, const MlaWorkspace& w, float* ws, const int32_t* plan,
                          gpuStream_t stream) {
+  MlaDecodeParams p = call;
+  // The merge may launch as the attention kernel starts when its grid is large enough to spread
+  // over the SMs as they free up (two blocks per SM); a smaller one (B = 1-2 long sequences: ~128
+  // blocks of 512 threads, each reading ~66 pieces) would pile onto the first SMs to free and
+  // measured 5% slower per layer at B = 1 (NOTES item 46).
+  p.early_dependents = dependent_launches() && mla_merge_blocks(p, w.parts) >= 2 * int64_t(sm_count(current_device()));
   const int64_t rows_per_b = p.s_q * p.num_heads;
   const int64_t row_blocks = (rows_per_b + kMlaWgRows - 1) / kMlaWgRows;
   // (the kernels only read a plan)

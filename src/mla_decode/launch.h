@@ -34,6 +34,13 @@ ffi::Error launch_mla_fp8_narrow(const MlaDecodeParams& p, int parts, const MlaS
 template <typename T>
 ffi::Error launch_mla_merge(const MlaDecodeParams& p, int parts, const MlaSchedule& sched, const float* ws_out,
                             const float* ws_lse, gpuStream_t stream);
+// The merge kernel's grid (blocks) for a call with these shapes.
+int64_t mla_merge_blocks(const MlaDecodeParams& p, int parts);
+// The three are chained as dependent launches unless JAXPAGED_PDL=0 (dependent_launches):
+// each kernel pdl_wait()s before touching memory, the schedule kernel lets the attention kernel
+// launch at once, the attention kernel lets the merge launch at its start or at its blocks' exit
+// (MlaDecodeParams::early_dependents), and the merge's blocks with nothing to merge exit without
+// waiting (all but block 0, which keeps the merge from finishing before the attention kernel).
 
 // The architecture of the sm_90a kernel image the runtime would run on the current device (90),
 // or 0 when there is none (a build without sm_90a, or another GPU). sm90/launch.cuh.

@@ -50,6 +50,11 @@ struct MlaDecodeParams {
   const int32_t* topk_lens = nullptr;
   int64_t topk = 0, lens_every = 1;
   bool q_bf16 = false;  // q's dtype is bfloat16 (else float16)
+  // Hopper path, dependent launches (dependent_launches): the attention kernel lets the merge
+  // kernel launch as soon as it starts (else once its blocks exit). Early suits a merge grid large
+  // enough to spread over the SMs as they free up; a small one (a batch of one or two long
+  // sequences) would pile onto the first SMs to free and run slower (launch_hopper decides).
+  bool early_dependents = false;
 };
 
 // Cache formats, as kernels' template parameters (what MlaDecodeParams' flags say).

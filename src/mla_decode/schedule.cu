@@ -4,6 +4,7 @@
 
 #include "common/block_scan.cuh"
 #include "common/gpu_launch.h"
+#include "common/pdl.cuh"
 #include "mla_decode/launch.h"
 #include "mla_decode/partition_schedule.cuh"
 
@@ -15,6 +16,9 @@ constexpr int kMlaScheduleThreads = 256;
 // clear_ints: words from s.header to zero first (the plan op's array past the schedule).
 __global__ void __launch_bounds__(kMlaScheduleThreads)
     mla_schedule_kernel(const MlaDecodeParams p, int num_parts, MlaSchedule s, int64_t clear_ints) {
+  // The attention kernel after it (a dependent launch) may start its blocks now; they wait for
+  // this kernel's schedule before reading it (pdl_wait).
+  pdl_launch_dependents();
   const int tid = threadIdx.x;
   for (int64_t i = tid; i < clear_ints; i += kMlaScheduleThreads) s.header[i] = 0;
   __shared__ int cost_min, cost_max;
@@ -108,11 +112,19 @@ __global__ void __launch_bounds__(mla_merge_threads(Shares))
   constexpr int kRows = mla_merge_rows(Shares);
   const int64_t blocks_per_b = (rows_per_b + kRows - 1) / kRows;
   const int64_t b = blockIdx.x / blocks_per_b;
+  // A dependent launch (dependent_launches): this grid may start while the attention kernel
+  // still runs. The schedule words were written before that kernel started (by the schedule
+  // kernel it waited for, or a plan op earlier still), so they are read without waiting (from
+  // L2); the pieces' partial results only after pdl_wait. Block 0 always waits, even when it has
+  // nothing to merge, so that this grid never completes before the attention kernel does: what
+  // follows in the stream (next layer's reads of the output) is ordered after both.
+  if (blockIdx.x == 0) pdl_wait();
   // (clamped to the partitions: a plan passed in is data the caller could have altered; a bad one
   // gives wrong numbers, never an access out of bounds)
-  const int first = min(max(s.seq_first_part[b], 0), p_parts - 1);
-  const int pieces = min(s.seq_pieces[b], p_parts - first);
+  const int first = min(max(__ldcg(s.seq_first_part + b), 0), p_parts - 1);
+  const int pieces = min(__ldcg(s.seq_pieces + b), p_parts - first);
   if (pieces <= 1) return;
+  pdl_wait();
   const int64_t r0 = (blockIdx.x % blocks_per_b) * kRows;
   __shared__ float weight[kRows][kMlaMaxPartitions];
   __shared__ int slot[kRows][kMlaMaxPartitions];
@@ -216,10 +228,18 @@ ffi::Error launch_merge(const MlaDecodeParams& p, int parts, const MlaSchedule& 
   constexpr int rows = mla_merge_rows(Shares);
   const int64_t rows_per_b = p.s_q * p.num_heads;
   const dim3 grid(unsigned(p.batch * ((rows_per_b + rows - 1) / rows)));
-  mla_merge_pieces_kernel<T, Shares><<<grid, mla_merge_threads(Shares), 0, stream>>>(p, parts, sched, ws_out, ws_lse);
-  return last_launch_error("mla_merge_pieces_kernel");
+  const gpu::Error err = gpu::launch_maybe_dependent(dependent_launches(), mla_merge_pieces_kernel<T, Shares>, grid,
+                                                     dim3(mla_merge_threads(Shares)), 0, stream, p, parts, sched,
+                                                     ws_out, ws_lse);
+  return launch_result(err, "mla_merge_pieces_kernel");
 }
 }  // namespace
+
+int64_t mla_merge_blocks(const MlaDecodeParams& p, int parts) {
+  const int shares = mla_merge_shares(p.batch, parts);
+  const int rows = shares == 4 ? mla_merge_rows(4) : shares == 2 ? mla_merge_rows(2) : mla_merge_rows(1);
+  return p.batch * ((p.s_q * p.num_heads + rows - 1) / rows);
+}
 
 template <typename T>
 ffi::Error launch_mla_merge(const MlaDecodeParams& p, int parts, const MlaSchedule& sched, const float* ws_out,

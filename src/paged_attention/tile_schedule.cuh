@@ -20,6 +20,7 @@
 
 #include "common/block_scan.cuh"
 #include "common/gpu_math.cuh"
+#include "common/pdl.cuh"
 #include "common/masking.h"
 #include "paged_attention/params.h"
 #include "paged_attention/workspace.h"
@@ -33,6 +34,9 @@ constexpr int kLengthBuckets = 256;
 // (work_cap entries after the header).
 __global__ void __launch_bounds__(kScheduleThreads)
     paged_tile_schedule_kernel(const PagedAttentionParams p, int32_t* __restrict__ work, int64_t work_cap) {
+  // The tile kernel after it (a dependent launch on Hopper) may start now; it waits for this
+  // kernel's list before reading it.
+  pdl_launch_dependents();
   const int64_t S = p.num_seqs, num_tokens = p.num_tokens;
   const int tid = threadIdx.x;
   const int64_t group = p.num_q_heads / p.num_kv_heads;

@@ -55,6 +55,7 @@
 
 #include "common/fp8.cuh"
 #include "common/gpu_math.cuh"
+#include "common/pdl.cuh"
 #include "common/masking.h"
 #include "common/sm80/mma.cuh"
 #include "common/sm90/mbarrier.cuh"
@@ -561,6 +562,8 @@ __global__ void __launch_bounds__(kNarrowThreads, 1)
     mla_fp8_narrow_kernel(const MlaDecodeParams p, int page_shift, const MlaSchedule s, float* __restrict__ ws_out,
                           float* __restrict__ ws_lse, const __grid_constant__ CUtensorMap cache_map) {
 #if defined(JP_HAVE_WGMMA)
+  pdl_wait();  // a dependent launch, as the wgmma kernel's (kernel.cuh)
+  if (p.early_dependents) pdl_launch_dependents();
   mla_fp8_narrow_body<T, kE5m2>(p, page_shift, s, ws_out, ws_lse, &cache_map);
 #endif
 }

@@ -49,11 +49,16 @@ ffi::Error launch_paged_tiles(const PagedAttentionParams& p, const PagedWorkspac
   int32_t* own = reinterpret_cast<int32_t*>(ws);
   if (!direct && plan == nullptr) JP_RETURN_IF_ERROR(launch_paged_schedule(p, own, w.list_capacity, stream));
   const int32_t* work = direct ? nullptr : (plan != nullptr ? plan : own);
-  kernel<<<dim3(unsigned(blocks + pad_blocks), unsigned(splits)), kTileThreads, C::kSmemBytes, stream>>>(
-      p, page_shift_of(p.page_size), work, blocks, ws_out, ws_lse);
-  JP_RETURN_IF_ERROR(last_launch_error("paged_tile_kernel"));
+  // Dependent launches on Hopper (the schedule kernel lets this one launch at once; its blocks
+  // wait for it; the split merge launches as this kernel's blocks exit): the launch gaps overlap.
+  const bool dependent = dependent_launches();
+  JP_RETURN_IF_ERROR(launch_result(
+      gpu::launch_maybe_dependent(dependent, kernel, dim3(unsigned(blocks + pad_blocks), unsigned(splits)),
+                                  dim3(kTileThreads), C::kSmemBytes, stream, p, page_shift_of(p.page_size), work,
+                                  blocks, ws_out, ws_lse),
+      "paged_tile_kernel"));
   if (splits == 1) return ffi::Error::Success();
-  return launch_combine_splits<T>(ws_out, ws_lse, splits, rows, D, static_cast<T*>(p.out), p.lse, stream);
+  return launch_combine_splits<T>(ws_out, ws_lse, splits, rows, D, static_cast<T*>(p.out), p.lse, stream, dependent);
 }
 
 }  // namespace jaxpaged

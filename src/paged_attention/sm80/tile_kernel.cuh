@@ -35,6 +35,7 @@
 
 #include "common/fp8.cuh"
 #include "common/gpu_math.cuh"
+#include "common/pdl.cuh"
 #include "common/masking.h"
 #include "common/sm80/mma.cuh"
 #include "paged_attention/params.h"
@@ -567,6 +568,9 @@ __global__ void __launch_bounds__(kTileThreads)
     paged_tile_kernel(const PagedAttentionParams p, int page_shift, const int32_t* __restrict__ work,
                       int64_t tile_blocks, float* __restrict__ ws_out, float* __restrict__ ws_lse) {
   extern __shared__ __align__(16) unsigned char smem[];
+  // A dependent launch on Hopper (dependent_launches): nothing is read or written before the
+  // kernel ahead (the tile schedule, or what wrote q / the caches / the outputs) is done.
+  pdl_wait();
   if (blockIdx.x >= tile_blocks) {
     if (blockIdx.y == 0) clear_padding_rows<T>(p, blockIdx.x - tile_blocks, gridDim.x - tile_blocks, gridDim.y, ws_lse);
     return;

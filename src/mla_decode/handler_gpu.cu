@@ -107,6 +107,7 @@ ffi::Error launch_hopper(const MlaDecodeParams& call, const MlaWorkspace& w, flo
   const MlaSchedule sched = MlaSchedule::at(words, w.parts, p.batch);
   float* ws_out = ws + w.schedule_floats;
   float* ws_lse = ws_out + 2 * w.parts * rows_per_b * kMlaLatentDim;
+  p.dependent_attention = dependent_launches() && plan == nullptr;
   if (plan == nullptr) JP_RETURN_IF_ERROR(launch_mla_schedule(p, w.parts, sched, 0, stream));
   JP_RETURN_IF_ERROR(launch_wgmma_for<T>(p, int(row_blocks), w.parts, sched, ws_out, ws_lse, stream));
   return launch_mla_merge<T>(p, w.parts, sched, ws_out, ws_lse, stream);

@@ -55,6 +55,11 @@ struct MlaDecodeParams {
   // enough to spread over the SMs as they free up; a small one (a batch of one or two long
   // sequences) would pile onto the first SMs to free and run slower (launch_hopper decides).
   bool early_dependents = false;
+  // ... and the attention kernel is itself launched as a dependent, of the schedule kernel this
+  // call launched just before it (a plan: no schedule kernel, a plain launch - a dependent launch
+  // behind a kernel that never lets it start early gains nothing, and as the first kernel of a
+  // call it measured slower per call on a paged config, NOTES item 46).
+  bool dependent_attention = false;
 };
 
 // Cache formats, as kernels' template parameters (what MlaDecodeParams' flags say).

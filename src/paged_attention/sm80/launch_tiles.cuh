@@ -49,11 +49,13 @@ ffi::Error launch_paged_tiles(const PagedAttentionParams& p, const PagedWorkspac
   int32_t* own = reinterpret_cast<int32_t*>(ws);
   if (!direct && plan == nullptr) JP_RETURN_IF_ERROR(launch_paged_schedule(p, own, w.list_capacity, stream));
   const int32_t* work = direct ? nullptr : (plan != nullptr ? plan : own);
-  // Dependent launches on Hopper (the schedule kernel lets this one launch at once; its blocks
-  // wait for it; the split merge launches as this kernel's blocks exit): the launch gaps overlap.
+  // Dependent launches on Hopper: behind this call's own schedule kernel (which lets this one
+  // launch at once; its blocks wait for it), and the split merge behind this kernel (launched as
+  // its blocks exit): the launch gaps overlap. Not as a call's first kernel: behind another
+  // kernel it gains nothing, and it measured slower per call on decode_b16_ctx2k (NOTES item 46).
   const bool dependent = dependent_launches();
   JP_RETURN_IF_ERROR(launch_result(
-      gpu::launch_maybe_dependent(dependent, kernel, dim3(unsigned(blocks + pad_blocks), unsigned(splits)),
+      gpu::launch_maybe_dependent(dependent && work == own, kernel, dim3(unsigned(blocks + pad_blocks), unsigned(splits)),
                                   dim3(kTileThreads), C::kSmemBytes, stream, p, page_shift_of(p.page_size), work,
                                   blocks, ws_out, ws_lse),
       "paged_tile_kernel"));

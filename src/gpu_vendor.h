@@ -96,12 +96,23 @@ Error kernel_binary_version(int* version, Kernel kernel) {
   *version = attr.binaryVersion;
   return e;
 }
+// The PTX version (major * 10 + minor) `kernel`'s code was compiled from on the current device:
+// what its inline PTX could use (griddepcontrol needs 90).
+template <typename Kernel>
+Error kernel_ptx_version(int* version, Kernel kernel) {
+  FuncAttributes attr{};
+  const Error e = JP_GPU_RT(FuncGetAttributes)(&attr, reinterpret_cast<const void*>(kernel));
+  *version = attr.ptxVersion;
+  return e;
+}
 // Launches kernel<<<grid, block, smem, stream>>>(args...) as a programmatic dependent launch
 // (Hopper and later, CUDA 12.3+): it may start before the kernel ahead of it in the stream has
 // finished, once that one's blocks have all run griddepcontrol.launch_dependents or exited, so its
 // launch overlaps the other's tail. The kernel must run pdl_wait() (common/pdl.cuh) before it
-// touches anything an earlier kernel writes or reads. `dependent` false, or a ROCm build: a plain
-// launch.
+// touches anything an earlier kernel writes or reads, and its code must be compiled for sm_90 or
+// later (else that wait is compiled out: launch_chained in common/gpu_launch.h checks). `dependent`
+// false, or a ROCm build: a plain launch; so is a dependent launch the runtime refuses as not
+// supported.
 #if defined(__CUDACC__) || defined(__HIPCC__)
 template <typename... KArgs, typename... Args>
 Error launch_maybe_dependent(bool dependent, void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
@@ -125,7 +136,11 @@ Error launch_maybe_dependent(bool dependent, void (*kernel)(KArgs...), dim3 grid
   config.stream = stream;
   config.attrs = attr;
   config.numAttrs = 1;
-  return cudaLaunchKernelEx(&config, kernel, static_cast<KArgs>(args)...);
+  const cudaError_t err = cudaLaunchKernelEx(&config, kernel, static_cast<KArgs>(args)...);
+  if (err != cudaErrorNotSupported) return err;
+  (void)cudaGetLastError();  // (cleared; the plain launch below reports its own)
+  kernel<<<grid, block, smem, stream>>>(static_cast<KArgs>(args)...);
+  return cudaGetLastError();
 #endif
 }
 #endif

@@ -8,10 +8,8 @@ namespace jaxpaged {
 template <typename T>
 ffi::Error launch_combine_splits(const float* ws_out, const float* ws_lse, int num_splits, int64_t rows,
                                  int dim, T* out, float* lse, gpuStream_t stream, bool dependent) {
-  return launch_result(gpu::launch_maybe_dependent(dependent, combine_splits_kernel<T>, dim3(unsigned(rows)),
-                                                   dim3(kCombineThreads), 0, stream, ws_out, ws_lse, num_splits,
-                                                   rows, dim, out, lse),
-                       "combine_splits_kernel");
+  return launch_chained(dependent, "combine_splits_kernel", combine_splits_kernel<T>, dim3(unsigned(rows)),
+                        dim3(kCombineThreads), 0, stream, ws_out, ws_lse, num_splits, rows, dim, out, lse);
 }
 
 template ffi::Error launch_combine_splits<gpu_half>(const float*, const float*, int, int64_t, int, gpu_half*,

@@ -2,6 +2,7 @@
 // on, occupancy, and the one switch from an FFI dtype to the kernels' 16-bit element type.
 #pragma once
 
+#include <atomic>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -131,10 +132,12 @@ inline bool use_portable_kernels() {
 #endif
 }
 
-// Whether a call's kernels are chained as programmatic dependent launches
-// (gpu::launch_maybe_dependent): on Hopper and later (compute capability 9+; cached per device),
-// unless JAXPAGED_PDL=0 (read once). The MLA Hopper path chains schedule -> attention -> merge,
-// the paged tile path schedule -> tiles -> split merge.
+// Whether this call's kernels may be chained as programmatic dependent launches (launch_chained):
+// on GPUs of compute capability 9 and later (cached per device), unless JAXPAGED_PDL=0 (read once).
+// Which launches are chained is each launcher's choice: the MLA Hopper path's attention kernel
+// behind its own schedule kernel and the merge behind the attention kernel; the paged tile kernel
+// behind its own tile schedule and the split merge behind the tile kernel. A call's first kernel
+// launches plainly.
 inline bool dependent_launches() {
 #if defined(JAXPAGED_VENDOR_HIP)
   return false;
@@ -144,17 +147,45 @@ inline bool dependent_launches() {
     return !(v != nullptr && v[0] == '0' && v[1] == '\0');
   }();
   if (!on) return false;
-  static int cached[64];  // 0 unknown, 1 yes, 2 no
+  static std::atomic<int> cached[64];  // 0 unknown, 1 yes, 2 no
   const int device = current_device();
-  int state = device >= 0 && device < 64 ? cached[device] : 0;
+  int state = device >= 0 && device < 64 ? cached[device].load(std::memory_order_relaxed) : 0;
   if (state == 0) {
     int major = 0;
     state = gpu::compute_capability_major(&major, device) == gpu::kSuccess && major >= 9 ? 1 : 2;
-    if (device >= 0 && device < 64) cached[device] = state;
+    if (device >= 0 && device < 64) cached[device].store(state, std::memory_order_relaxed);
   }
   return state == 1;
 #endif
 }
+
+#if defined(__CUDACC__) || defined(__HIPCC__)
+// Launches `kernel` (gpu::launch_maybe_dependent), as a dependent launch when `dependent` and the
+// code the runtime runs for it on this device was compiled from PTX 9.0 or later: the
+// architecture-neutral units also carry sm_80 code and compute_80 PTX, where pdl_wait() is
+// compiled out, so a GPU that runs those (a later architecture JIT-compiling compute_80, or a
+// build without sm_90a) gets a plain launch. The PTX version is looked up once per kernel and
+// device (LaunchFacts).
+template <typename... KArgs, typename... Args>
+ffi::Error launch_chained(bool dependent, const char* what, void (*kernel)(KArgs...), dim3 grid, dim3 block,
+                          size_t smem, gpuStream_t stream, Args&&... args) {
+  if (dependent) {
+    const LaunchFacts::Key key{reinterpret_cast<const void*>(kernel), current_device(), -1, 0};
+    int ptx = 0;
+    if (!LaunchFacts::find(key, &ptx)) {
+      if (gpu::kernel_ptx_version(&ptx, kernel) != gpu::kSuccess) {
+        (void)gpu::last_error();
+        ptx = 0;
+      }
+      LaunchFacts::remember(key, ptx);
+    }
+    dependent = ptx >= 90;
+  }
+  return launch_result(gpu::launch_maybe_dependent(dependent, kernel, grid, block, smem, stream,
+                                                   std::forward<Args>(args)...),
+                       what);
+}
+#endif
 
 // log2 of a power-of-two page size: kernels find a key's page with j >> shift.
 inline int page_shift_of(int64_t page_size) {

@@ -1,6 +1,8 @@
-// Programmatic dependent launch, device side (gpu::launch_maybe_dependent launches such a kernel).
-// On sm_90 and later these are PTX's griddepcontrol instructions; elsewhere (sm_80, ROCm) they do
-// nothing, and so they do in a kernel launched the plain way.
+// Programmatic dependent launch, device side (launch_chained in common/gpu_launch.h launches such a
+// kernel). In code compiled for sm_90 or later these are PTX's griddepcontrol instructions; in code
+// compiled for earlier targets (the sm_80 image, compute_80 PTX) and for ROCm they are compiled out
+// - launch_chained then launches plainly, so a dependent launch never runs a kernel without its
+// wait. In a kernel launched the plain way they do nothing.
 #pragma once
 
 namespace jaxpaged {

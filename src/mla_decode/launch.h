@@ -36,8 +36,9 @@ ffi::Error launch_mla_merge(const MlaDecodeParams& p, int parts, const MlaSchedu
                             const float* ws_lse, gpuStream_t stream);
 // The merge kernel's grid (blocks) for a call with these shapes.
 int64_t mla_merge_blocks(const MlaDecodeParams& p, int parts);
-// The three are chained as dependent launches unless JAXPAGED_PDL=0 (dependent_launches):
-// each kernel pdl_wait()s before touching memory, the schedule kernel lets the attention kernel
+// The three are chained as dependent launches unless JAXPAGED_PDL=0 (dependent_launches,
+// launch_chained): each kernel pdl_wait()s before touching memory (the merge reads the schedule
+// words first: schedule.cu says why that is safe), the schedule kernel lets the attention kernel
 // launch at once (without a plan; MlaDecodeParams::dependent_attention), the attention kernel lets the merge launch at its start or at its blocks' exit
 // (MlaDecodeParams::early_dependents), and the merge's blocks with nothing to merge exit without
 // waiting (all but block 0, which keeps the merge from finishing before the attention kernel).

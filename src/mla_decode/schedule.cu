@@ -112,12 +112,16 @@ __global__ void __launch_bounds__(mla_merge_threads(Shares))
   constexpr int kRows = mla_merge_rows(Shares);
   const int64_t blocks_per_b = (rows_per_b + kRows - 1) / kRows;
   const int64_t b = blockIdx.x / blocks_per_b;
-  // A dependent launch (dependent_launches): this grid may start while the attention kernel
-  // still runs. The schedule words were written before that kernel started (by the schedule
-  // kernel it waited for, or a plan op earlier still), so they are read without waiting (from
-  // L2); the pieces' partial results only after pdl_wait. Block 0 always waits, even when it has
-  // nothing to merge, so that this grid never completes before the attention kernel does: what
-  // follows in the stream (next layer's reads of the output) is ordered after both.
+  // A dependent launch (launch_chained): this grid may start while the attention kernel still
+  // runs, once all its blocks have passed their own pdl_wait (it triggers only after that wait, or
+  // by exiting). The schedule words are read before this grid waits: with a plan they were
+  // written before the attention kernel's plain launch; without one, by the schedule kernel that
+  // every attention block waited for before it triggered or exited - so they are complete, and
+  // read from L2 (__ldcg: no stale L1 line). The attention kernels must keep that order (no
+  // trigger or exit before their wait). The pieces' partial results are read only after
+  // pdl_wait. Block 0 always waits, even when it has nothing to merge, so that this grid never
+  // completes before the attention kernel does: what follows in the stream (the next layer's
+  // reads of the output) is ordered after both.
   if (blockIdx.x == 0) pdl_wait();
   // (clamped to the partitions: a plan passed in is data the caller could have altered; a bad one
   // gives wrong numbers, never an access out of bounds)
@@ -228,10 +232,8 @@ ffi::Error launch_merge(const MlaDecodeParams& p, int parts, const MlaSchedule& 
   constexpr int rows = mla_merge_rows(Shares);
   const int64_t rows_per_b = p.s_q * p.num_heads;
   const dim3 grid(unsigned(p.batch * ((rows_per_b + rows - 1) / rows)));
-  const gpu::Error err = gpu::launch_maybe_dependent(dependent_launches(), mla_merge_pieces_kernel<T, Shares>, grid,
-                                                     dim3(mla_merge_threads(Shares)), 0, stream, p, parts, sched,
-                                                     ws_out, ws_lse);
-  return launch_result(err, "mla_merge_pieces_kernel");
+  return launch_chained(dependent_launches(), "mla_merge_pieces_kernel", mla_merge_pieces_kernel<T, Shares>, grid,
+                        dim3(mla_merge_threads(Shares)), 0, stream, p, parts, sched, ws_out, ws_lse);
 }
 }  // namespace
 

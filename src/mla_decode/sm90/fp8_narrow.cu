@@ -10,10 +10,9 @@ ffi::Error launch_mla_fp8_narrow(const MlaDecodeParams& p, int parts, const MlaS
                                  float* ws_lse, const MlaNarrowMap& map, gpuStream_t stream) {
   auto kernel = p.kv_e5m2 ? mla_fp8_narrow_kernel<gpu_bf16, true> : mla_fp8_narrow_kernel<gpu_bf16, false>;
   JP_RETURN_IF_ERROR(allow_smem(kernel, MlaNarrowSmem::kAllocBytes, "mla_fp8_narrow_kernel (shared memory size)"));
-  return launch_result(gpu::launch_maybe_dependent(p.dependent_attention, kernel, dim3(unsigned(parts)),
-                                                   dim3(kNarrowThreads), MlaNarrowSmem::kAllocBytes, stream, p,
-                                                   page_shift_of(p.page_size), sched, ws_out, ws_lse, map.cache),
-                       "mla_fp8_narrow_kernel");
+  return launch_chained(p.dependent_attention, "mla_fp8_narrow_kernel", kernel, dim3(unsigned(parts)),
+                        dim3(kNarrowThreads), MlaNarrowSmem::kAllocBytes, stream, p, page_shift_of(p.page_size), sched,
+                        ws_out, ws_lse, map.cache);
 }
 
 }  // namespace jaxpaged

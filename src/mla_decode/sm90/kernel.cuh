@@ -63,11 +63,13 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
                      float* __restrict__ ws_out, float* __restrict__ ws_lse,
                      const __grid_constant__ MlaTmaMaps maps) {
 #if defined(JP_HAVE_WGMMA)
-  // A dependent launch (dependent_launches): wait for the kernel ahead (the schedule, or
-  // whatever wrote the queries), then (p.early_dependents) let the merge after this one launch -
-  // its blocks wait for this grid before reading its partial results; launched now, they occupy
-  // only SMs this grid leaves idle (grid <= SMs, one block per SM), those with nothing to merge
-  // exit there, and the rest are ready when it ends.
+  // A dependent launch of this call's schedule kernel (p.dependent_attention; else a plain
+  // launch, and this wait does nothing): wait for it, then (p.early_dependents) let the merge
+  // after this one launch - its blocks wait for this grid before reading its partial results;
+  // launched now, they occupy only SMs this grid leaves idle (one block per SM; the grid fills at
+  // most the SMs when there are more partitions than row blocks), those with nothing to merge exit
+  // there, and the rest are ready when it ends. The merge reads the schedule before its wait, so
+  // nothing here may trigger or exit before this wait (schedule.cu).
   pdl_wait();
   if (p.early_dependents) pdl_launch_dependents();
   extern __shared__ unsigned char smem_raw[];

@@ -14,10 +14,9 @@ ffi::Error launch_mla_wgmma(const MlaDecodeParams& p, int row_blocks, int parts,
   auto kernel = mla_wgmma_kernel<T, kTma, kSparse, kFmt>;
   JP_RETURN_IF_ERROR(allow_smem(kernel, MlaWgSmem::kAllocBytes, "mla_wgmma_kernel (shared memory size)"));
   // (a dependent launch of the schedule kernel ahead of it, if this call made one: kernel.cuh)
-  return launch_result(gpu::launch_maybe_dependent(p.dependent_attention, kernel, dim3(unsigned(parts * row_blocks)),
-                                                   dim3(kMlaWgThreads), MlaWgSmem::kAllocBytes, stream, p,
-                                                   page_shift_of(p.page_size), row_blocks, sched, ws_out, ws_lse, maps),
-                       "mla_wgmma_kernel");
+  return launch_chained(p.dependent_attention, "mla_wgmma_kernel", kernel, dim3(unsigned(parts * row_blocks)),
+                        dim3(kMlaWgThreads), MlaWgSmem::kAllocBytes, stream, p, page_shift_of(p.page_size), row_blocks,
+                        sched, ws_out, ws_lse, maps);
 }
 
 }  // namespace jaxpaged

@@ -54,11 +54,9 @@ ffi::Error launch_paged_tiles(const PagedAttentionParams& p, const PagedWorkspac
   // its blocks exit): the launch gaps overlap. Not as a call's first kernel: behind another
   // kernel it gains nothing, and it measured slower per call on decode_b16_ctx2k (NOTES item 46).
   const bool dependent = dependent_launches();
-  JP_RETURN_IF_ERROR(launch_result(
-      gpu::launch_maybe_dependent(dependent && work == own, kernel, dim3(unsigned(blocks + pad_blocks), unsigned(splits)),
-                                  dim3(kTileThreads), C::kSmemBytes, stream, p, page_shift_of(p.page_size), work,
-                                  blocks, ws_out, ws_lse),
-      "paged_tile_kernel"));
+  JP_RETURN_IF_ERROR(launch_chained(dependent && work == own, "paged_tile_kernel", kernel,
+                                    dim3(unsigned(blocks + pad_blocks), unsigned(splits)), dim3(kTileThreads),
+                                    C::kSmemBytes, stream, p, page_shift_of(p.page_size), work, blocks, ws_out, ws_lse));
   if (splits == 1) return ffi::Error::Success();
   return launch_combine_splits<T>(ws_out, ws_lse, splits, rows, D, static_cast<T*>(p.out), p.lse, stream, dependent);
 }

@@ -1,0 +1,225 @@
+// A standalone probe of NOTES item 46 f's design for the wide quantized MLA path, before any kernel
+// is built on it: the cache tile as the *register A operand* of the transposed product
+//   S^T = K Q^T   (m64 = the tile's 64 tokens, n64 = 64 query rows, k576 = 36 k16 steps)
+// on 16-bit tensor cores (wgmma m64n64k16 f16, A from registers, B = Q^T from shared memory,
+// K-major, 128-byte swizzle). K stays raw e4m3 in shared memory, laid out as TMA lands it (rows of
+// 128-byte swizzled column blocks); each warp loads its 16 tokens with ldmatrix (x4: 16 tokens x 32
+// bytes = two k16 steps) and converts in registers (cvt.rn.f16x2.e4m3x2: exact). ldmatrix gives a
+// thread bytes 4c..4c+3 of a 16-byte row (c = lane % 4) where the f16 A layout wants k-positions
+// 2c, 2c+1, 2c+8, 2c+9, so position p of each 16-dim group holds dim perm(p) = 4 ((p % 8) / 2) +
+// 2 (p / 8) + p % 2, and Q^T is stored with its dims in that order (a sum over dims does not care).
+//
+// It checks on one warpgroup:
+//   1. S^T against the exact product (float64 on the host): expected float32-accumulation error
+//      (~1e-6 of the largest |S|); a layout or permutation mistake shows as errors of order 1.
+//   2. The cost: clock64 cycles per tile over `reps` tiles, with D = 1, 2, 3, 4 sets of A
+//      registers in flight (a register A operand may not be overwritten until its wgmma group is
+//      waited for: wgmma_wait<D - 1> before each reload). The tensor work alone is ~1100 cycles a
+//      tile at the H100's boost clock (4.7 MFLOP at ~4.3 KFLOP per cycle and SM).
+//
+//   nvcc -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a -I src -o /tmp/wgmma_rega_probe \
+//     tools/wgmma_rega_probe.cu && /tmp/wgmma_rega_probe [reps]
+// Written in session 25 (compiled for sm_90a here, ptxas: no wgmma serialization warning);
+// not yet run on a GPU. Exit status 0 when S^T is within 1e-5 of its row's largest |S|.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "common/sm90/wgmma.cuh"
+
+namespace jp = jaxpaged;
+
+constexpr int kTokens = 64, kRows = 64, kWidth = 576;
+constexpr int kBlockBytes = 64 * 128;     // a 128-byte column block of 64 rows
+constexpr int kKBlocks = 5;               // K: 576 bytes a token (the fifth block half used)
+constexpr int kQBlocks = 9;               // Q^T: 576 f16 a row = 1152 bytes
+constexpr int kK = 0, kQ = kKBlocks * kBlockBytes, kSmem = kQ + kQBlocks * kBlockBytes;
+
+// The dim held at k-position p of a 16-dim group (see the header).
+__host__ __device__ inline int perm(int p) { return 4 * ((p % 8) / 2) + 2 * (p / 8) + p % 2; }
+__host__ __device__ inline int sw128_byte(int row, int col) {
+  return (col / 128) * kBlockBytes + jp::sw128_offset(row, (col % 128) / 16) + col % 16;
+}
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// m64n64k16 f16, A from registers (the mma.m16n8k16 A layout per warp), B K-major. D (+)= A * B.
+__device__ __forceinline__ void wgmma_m64n64k16_rs_f16(float (&d)[32], const uint32_t* a, uint64_t desc_b,
+                                                       int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "
+      "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
+}
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+// Two e4m3 values (the low 16 bits: byte 0 -> low half) as f16x2, exactly.
+__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t two) {
+  uint32_t out;
+  asm("{\n.reg .b16 t;\ncvt.u16.u32 t, %1;\ncvt.rn.f16x2.e4m3x2 %0, t;\n}\n" : "=r"(out) : "r"(two));
+  return out;
+}
+#endif
+
+// kv: [64][576] e4m3 bytes; qh: [64][576] f16 bits. s_out: [64 tokens][64 rows] (one tile, reps = 1).
+template <int D>
+__global__ void __launch_bounds__(128) probe_kernel(const uint8_t* kv, const uint16_t* qh, float* s_out, int reps,
+                                                    long long* cycles) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((1024 - (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) & 1023)) & 1023);
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  for (int i = tid; i < kSmem; i += 128) smem[i] = 0;
+  __syncthreads();
+  for (int idx = tid; idx < kTokens * kWidth; idx += 128) smem[kK + sw128_byte(idx / kWidth, idx % kWidth)] = kv[idx];
+  // Q^T: row n, k-position P = 16 j + p holds dim 16 j + perm(p), as f16 (2 bytes).
+  for (int idx = tid; idx < kRows * kWidth; idx += 128) {
+    const int n = idx / kWidth, pos = idx % kWidth;
+    const uint16_t v = qh[n * kWidth + 16 * (pos / 16) + perm(pos % 16)];
+    *reinterpret_cast<uint16_t*>(smem + kQ + sw128_byte(n, 2 * pos)) = v;
+  }
+  jp::fence_proxy_async_shared();
+  __syncthreads();
+  const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  // This lane's ldmatrix row: token 16 warp + lane % 8 + 8 ((lane / 8) % 2), bytes 16 (lane / 16).
+  const int tok = 16 * warp + lane % 8 + 8 * ((lane / 8) % 2), half = lane / 16;
+  float d[32];
+#pragma unroll
+  for (int i = 0; i < 32; ++i) d[i] = 0.f;
+  uint32_t a[D][8];
+  const long long t0 = clock64();
+#pragma unroll 1
+  for (int r = 0; r < reps; ++r) {
+#pragma unroll
+    for (int kk = 0; kk < 18; ++kk) {  // 32 bytes (two k16 steps) per ldmatrix x4
+      uint32_t (&set)[8] = a[kk % D];
+      jp::wgmma_wait<D - 1>();  // the group that last read this set is done
+      uint32_t raw[4];
+      ldsm_x4(raw, base + kK + sw128_byte(tok, 32 * kk + 16 * half));
+      // raw[0]: tokens g, bytes 4c..4c+3 of dims 32kk..+15; raw[1]: tokens g+8; raw[2], raw[3]: dims +16.
+#pragma unroll
+      for (int s = 0; s < 2; ++s) {
+        set[4 * s + 0] = e4m3x2_to_f16x2(raw[2 * s]);              // row g, positions 2c, 2c+1
+        set[4 * s + 1] = e4m3x2_to_f16x2(raw[2 * s + 1]);          // row g+8
+        set[4 * s + 2] = e4m3x2_to_f16x2(raw[2 * s] >> 16);        // row g, positions 2c+8, 2c+9
+        set[4 * s + 3] = e4m3x2_to_f16x2(raw[2 * s + 1] >> 16);    // row g+8
+      }
+      jp::wgmma_fence();
+#pragma unroll
+      for (int s = 0; s < 2; ++s) {
+        const int step = 2 * kk + s;  // k16 step: Q^T bytes 32 step of each row
+        const uint64_t b = jp::wgmma_desc_sw128(base + kQ + (32 * step / 128) * kBlockBytes + (32 * step) % 128, 16, 1024);
+        wgmma_m64n64k16_rs_f16(d, set + 4 * s, b, r > 0 || step > 0);
+      }
+      jp::wgmma_commit();
+    }
+  }
+  jp::wgmma_wait<0>();
+  const long long t1 = clock64();
+  if (tid == 0) *cycles = t1 - t0;
+  // Accumulator: rows (tokens) 16 warp + lane / 4 (+8), columns (query rows) 8 j + 2 (lane % 4) + e.
+  const int g = 16 * warp + lane / 4, c = lane % 4;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      s_out[g * kRows + 8 * j + 2 * c + e] = d[4 * j + e];
+      s_out[(g + 8) * kRows + 8 * j + 2 * c + e] = d[4 * j + 2 + e];
+    }
+  }
+#endif
+}
+
+static double e4m3_value(uint8_t b) {
+  const int s = b >> 7, e = (b >> 3) & 15, m = b & 7;
+  const double v = e == 0 ? std::ldexp(m / 8.0, -6) : std::ldexp(1.0 + m / 8.0, e - 7);
+  return s ? -v : v;
+}
+
+#define CHECK(x)                                                                 \
+  do {                                                                           \
+    cudaError_t err_ = (x);                                                      \
+    if (err_ != cudaSuccess) {                                                   \
+      std::printf("%s: %s\n", #x, cudaGetErrorString(err_));                     \
+      return 2;                                                                  \
+    }                                                                            \
+  } while (0)
+
+template <int D>
+static int run(const uint8_t* d_kv, const uint16_t* d_q, float* d_s, long long* d_cycles, int reps, long long* cycles) {
+  CHECK(cudaFuncSetAttribute(probe_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem + 1024));
+  probe_kernel<D><<<1, 128, kSmem + 1024>>>(d_kv, d_q, d_s, reps, d_cycles);
+  CHECK(cudaGetLastError());
+  CHECK(cudaDeviceSynchronize());
+  CHECK(cudaMemcpy(cycles, d_cycles, sizeof(long long), cudaMemcpyDeviceToHost));
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  const int reps = argc > 1 ? std::atoi(argv[1]) : 64;
+  std::mt19937 gen(0);
+  std::vector<uint8_t> kv(kTokens * kWidth);
+  std::vector<uint16_t> qh(kRows * kWidth);
+  std::vector<double> qv(kRows * kWidth);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> uni(-2.f, 2.f);
+  for (auto& b : kv) {
+    do b = uint8_t(byte(gen)); while ((b & 0x7F) == 0x7F);  // no NaN encodings
+  }
+  for (size_t i = 0; i < qh.size(); ++i) {
+    const __half h = __float2half(uni(gen));
+    qh[i] = *reinterpret_cast<const uint16_t*>(&h);
+    qv[i] = double(__half2float(h));
+  }
+  uint8_t* d_kv;
+  uint16_t* d_q;
+  float* d_s;
+  long long* d_cycles;
+  CHECK(cudaMalloc(&d_kv, kv.size()));
+  CHECK(cudaMalloc(&d_q, qh.size() * 2));
+  CHECK(cudaMalloc(&d_s, kTokens * kRows * 4));
+  CHECK(cudaMalloc(&d_cycles, sizeof(long long)));
+  CHECK(cudaMemcpy(d_kv, kv.data(), kv.size(), cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(d_q, qh.data(), qh.size() * 2, cudaMemcpyHostToDevice));
+
+  long long cycles = 0;
+  if (run<2>(d_kv, d_q, d_s, d_cycles, 1, &cycles)) return 2;
+  std::vector<float> s(kTokens * kRows);
+  CHECK(cudaMemcpy(s.data(), d_s, s.size() * 4, cudaMemcpyDeviceToHost));
+  double worst = 0.0;
+  for (int n = 0; n < kRows; ++n) {
+    double row_max = 0.0, err = 0.0;
+    for (int t = 0; t < kTokens; ++t) {
+      double exact = 0.0;
+      for (int k = 0; k < kWidth; ++k) exact += e4m3_value(kv[t * kWidth + k]) * qv[n * kWidth + k];
+      row_max = std::fmax(row_max, std::fabs(exact));
+      err = std::fmax(err, std::fabs(exact - double(s[t * kRows + n])));
+    }
+    worst = std::fmax(worst, row_max > 0 ? err / row_max : err);
+  }
+  const bool pass = worst < 1e-5;
+  std::printf("S^T (register A from raw e4m3, f16 products): max error / row's max |S| %.3e  %s\n", worst,
+              pass ? "PASS" : "FAIL");
+  long long c1, c2, c3, c4;
+  if (run<1>(d_kv, d_q, d_s, d_cycles, reps, &c1) || run<2>(d_kv, d_q, d_s, d_cycles, reps, &c2) ||
+      run<3>(d_kv, d_q, d_s, d_cycles, reps, &c3) || run<4>(d_kv, d_q, d_s, d_cycles, reps, &c4)) {
+    return 2;
+  }
+  std::printf("cycles per tile (%d tiles): D=1 %.0f  D=2 %.0f  D=3 %.0f  D=4 %.0f  (tensor work alone ~1100)\n", reps,
+              double(c1) / reps, double(c2) / reps, double(c3) / reps, double(c4) / reps);
+  return pass ? 0 : 1;
+}

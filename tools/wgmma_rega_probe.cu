@@ -9,18 +9,30 @@
 // 2c, 2c+1, 2c+8, 2c+9, so position p of each 16-dim group holds dim perm(p) = 4 ((p % 8) / 2) +
 // 2 (p / 8) + p % 2, and Q^T is stored with its dims in that order (a sum over dims does not care).
 //
+// And the other product of the design,
+//   O^T = V^T P^T  (m = latent columns in blocks of 64, n64 query rows, k64 tokens),
+// with V^T's fragments taken from the same raw tile by ldmatrix .trans of byte pairs (x4: 32
+// tokens x 16 bytes) and two byte_perms: a thread then holds latent columns 2g and 2g + 1 (g =
+// lane / 4) of its warp's 16, at tokens 2c, 2c+1, 2c+8, 2c+9 - the A layout's k-positions in
+// natural token order, with the M rows (latent columns) permuted instead: row g of warp w's 16
+// is column 16 w + 2 g, row g + 8 is 16 w + 2 g + 1 (a relabelling of O's columns for the
+// epilogue; P^T needs no permutation).
+//
 // It checks on one warpgroup:
-//   1. S^T against the exact product (float64 on the host): expected float32-accumulation error
-//      (~1e-6 of the largest |S|); a layout or permutation mistake shows as errors of order 1.
-//   2. The cost: clock64 cycles per tile over `reps` tiles, with D = 1, 2, 3, 4 sets of A
+//   1. S^T and O^T against the exact products (float64 on the host): expected float32-
+//      accumulation error (~1e-6 of the largest value); a layout or permutation mistake shows as
+//      errors of order 1.
+//   2. The cost of S^T: clock64 cycles per tile over `reps` tiles, with D = 1, 2, 3, 4 sets of A
 //      registers in flight (a register A operand may not be overwritten until its wgmma group is
 //      waited for: wgmma_wait<D - 1> before each reload). The tensor work alone is ~1100 cycles a
-//      tile at the H100's boost clock (4.7 MFLOP at ~4.3 KFLOP per cycle and SM).
+//      tile at the H100's boost clock (4.7 MFLOP at ~4.3 KFLOP per cycle and SM); O^T's half of a
+//      tile (256 columns: 16 products) is timed the same way with two sets.
 //
 //   nvcc -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a -I src -o /tmp/wgmma_rega_probe \
 //     tools/wgmma_rega_probe.cu && /tmp/wgmma_rega_probe [reps]
 // Written in session 25 (compiled for sm_90a here, ptxas: no wgmma serialization warning);
-// not yet run on a GPU. Exit status 0 when S^T is within 1e-5 of its row's largest |S|.
+// not yet run on a GPU. Exit status 0 when S^T and O^T are within 1e-5 of their rows' largest
+// values.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -64,6 +76,11 @@ __device__ __forceinline__ void wgmma_m64n64k16_rs_f16(float (&d)[32], const uin
 }
 __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
 }
@@ -144,6 +161,85 @@ __global__ void __launch_bounds__(128) probe_kernel(const uint8_t* kv, const uin
 #endif
 }
 
+// O^T for latent columns [0, 256) (four m64 blocks, one warpgroup's half in the design): kv as
+// above, ph: P [64 rows][64 tokens] f16 bits. o_out: [256 columns][64 rows] (reps = 1).
+__global__ void __launch_bounds__(128) probe_ot_kernel(const uint8_t* kv, const uint16_t* ph, float* o_out, int reps,
+                                                       long long* cycles) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((1024 - (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) & 1023)) & 1023);
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  constexpr int kP = kQ;  // P^T: 64 rows x 64 tokens of f16 = one 128-byte column block
+  for (int idx = tid; idx < kTokens * kWidth; idx += 128) smem[kK + sw128_byte(idx / kWidth, idx % kWidth)] = kv[idx];
+  for (int idx = tid; idx < kRows * kTokens; idx += 128) {
+    *reinterpret_cast<uint16_t*>(smem + kP + sw128_byte(idx / kTokens, 2 * (idx % kTokens))) = ph[idx];
+  }
+  jp::fence_proxy_async_shared();
+  __syncthreads();
+  const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  float o[4][32];
+#pragma unroll
+  for (int m = 0; m < 4; ++m) {
+#pragma unroll
+    for (int i = 0; i < 32; ++i) o[m][i] = 0.f;
+  }
+  uint32_t a[2][8];
+  const long long t0 = clock64();
+#pragma unroll 1
+  for (int r = 0; r < reps; ++r) {
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {      // m64 block of latent columns
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {    // 32 tokens: two k16 steps per ldmatrix x4 .trans
+        uint32_t (&set)[8] = a[(2 * m + h) % 2];
+        jp::wgmma_wait<1>();
+        uint32_t raw[4];
+        // lane l: token 32 h + l, bytes (columns) 64 m + 16 warp .. + 15; matrix q = l / 8 holds
+        // tokens 32 h + 8 q .. + 7.
+        ldsm_x4_trans(raw, base + kK + sw128_byte(32 * h + lane, 64 * m + 16 * warp));
+        // raw[q]: tokens 8 q + 2c, + 1 (c = lane % 4) x columns 2g, 2g + 1 (g = lane / 4), as
+        // [tok 2c: col 2g, col 2g+1, tok 2c+1: col 2g, col 2g+1].
+#pragma unroll
+        for (int s = 0; s < 2; ++s) {  // k16 step: tokens 32 h + 16 s + {2c, 2c+1, 2c+8, 2c+9}
+          const uint32_t even = __byte_perm(raw[2 * s], raw[2 * s + 1], 0x6420);  // column 2g
+          const uint32_t odd = __byte_perm(raw[2 * s], raw[2 * s + 1], 0x7531);   // column 2g + 1
+          set[4 * s + 0] = e4m3x2_to_f16x2(even);        // row g (column 2g), tokens 2c, 2c+1
+          set[4 * s + 1] = e4m3x2_to_f16x2(odd);         // row g + 8 (column 2g + 1)
+          set[4 * s + 2] = e4m3x2_to_f16x2(even >> 16);  // row g, tokens 2c+8, 2c+9
+          set[4 * s + 3] = e4m3x2_to_f16x2(odd >> 16);   // row g + 8
+        }
+        jp::wgmma_fence();
+#pragma unroll
+        for (int s = 0; s < 2; ++s) {
+          const int step = 2 * h + s;  // P^T bytes 32 step of each row
+          const uint64_t b = jp::wgmma_desc_sw128(base + kP + 32 * step, 16, 1024);
+          wgmma_m64n64k16_rs_f16(o[m], set + 4 * s, b, r > 0 || step > 0);
+        }
+        jp::wgmma_commit();
+      }
+    }
+  }
+  jp::wgmma_wait<0>();
+  const long long t1 = clock64();
+  if (tid == 0) *cycles = t1 - t0;
+  // Accumulator of block m: M rows 16 warp + g (column 64 m + 16 warp + 2 g) and + 8 (column + 1),
+  // N columns (query rows) 8 j + 2 c + e.
+  const int g = lane / 4, c = lane % 4;
+#pragma unroll
+  for (int m = 0; m < 4; ++m) {
+    const int col = 64 * m + 16 * warp + 2 * g;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        o_out[col * kRows + 8 * j + 2 * c + e] = o[m][4 * j + e];
+        o_out[(col + 1) * kRows + 8 * j + 2 * c + e] = o[m][4 * j + 2 + e];
+      }
+    }
+  }
+#endif
+}
+
 static double e4m3_value(uint8_t b) {
   const int s = b >> 7, e = (b >> 3) & 15, m = b & 7;
   const double v = e == 0 ? std::ldexp(m / 8.0, -6) : std::ldexp(1.0 + m / 8.0, e - 7);
@@ -211,15 +307,59 @@ int main(int argc, char** argv) {
     }
     worst = std::fmax(worst, row_max > 0 ? err / row_max : err);
   }
-  const bool pass = worst < 1e-5;
+  bool pass = worst < 1e-5;
   std::printf("S^T (register A from raw e4m3, f16 products): max error / row's max |S| %.3e  %s\n", worst,
-              pass ? "PASS" : "FAIL");
+              worst < 1e-5 ? "PASS" : "FAIL");
+
+  // O^T = V^T P^T for latent columns [0, 256).
+  std::vector<uint16_t> ph(kRows * kTokens);
+  std::vector<double> pv(kRows * kTokens);
+  std::uniform_real_distribution<float> unit(0.f, 1.f);
+  for (size_t i = 0; i < ph.size(); ++i) {
+    const __half h = __float2half(unit(gen));
+    ph[i] = *reinterpret_cast<const uint16_t*>(&h);
+    pv[i] = double(__half2float(h));
+  }
+  uint16_t* d_p;
+  float* d_o;
+  CHECK(cudaMalloc(&d_p, ph.size() * 2));
+  CHECK(cudaMalloc(&d_o, 256 * kRows * 4));
+  CHECK(cudaMemcpy(d_p, ph.data(), ph.size() * 2, cudaMemcpyHostToDevice));
+  CHECK(cudaFuncSetAttribute(probe_ot_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem + 1024));
+  long long c_ot = 0;
+  for (int pass_reps : {1, reps}) {
+    probe_ot_kernel<<<1, 128, kSmem + 1024>>>(d_kv, d_p, d_o, pass_reps, d_cycles);
+    CHECK(cudaGetLastError());
+    CHECK(cudaDeviceSynchronize());
+    if (pass_reps == 1) {
+      std::vector<float> o(256 * kRows);
+      CHECK(cudaMemcpy(o.data(), d_o, o.size() * 4, cudaMemcpyDeviceToHost));
+      double worst_o = 0.0;
+      for (int n = 0; n < kRows; ++n) {
+        double row_max = 0.0, err = 0.0;
+        for (int col = 0; col < 256; ++col) {
+          double exact = 0.0;
+          for (int t = 0; t < kTokens; ++t) exact += e4m3_value(kv[t * kWidth + col]) * pv[n * kTokens + t];
+          row_max = std::fmax(row_max, std::fabs(exact));
+          err = std::fmax(err, std::fabs(exact - double(o[col * kRows + n])));
+        }
+        worst_o = std::fmax(worst_o, row_max > 0 ? err / row_max : err);
+      }
+      pass = pass && worst_o < 1e-5;
+      std::printf("O^T (register A = V^T from raw e4m3 via ldmatrix .trans): max error / row's max |O| %.3e  %s\n",
+                  worst_o, worst_o < 1e-5 ? "PASS" : "FAIL");
+    } else {
+      CHECK(cudaMemcpy(&c_ot, d_cycles, sizeof(long long), cudaMemcpyDeviceToHost));
+    }
+  }
   long long c1, c2, c3, c4;
   if (run<1>(d_kv, d_q, d_s, d_cycles, reps, &c1) || run<2>(d_kv, d_q, d_s, d_cycles, reps, &c2) ||
       run<3>(d_kv, d_q, d_s, d_cycles, reps, &c3) || run<4>(d_kv, d_q, d_s, d_cycles, reps, &c4)) {
     return 2;
   }
-  std::printf("cycles per tile (%d tiles): D=1 %.0f  D=2 %.0f  D=3 %.0f  D=4 %.0f  (tensor work alone ~1100)\n", reps,
-              double(c1) / reps, double(c2) / reps, double(c3) / reps, double(c4) / reps);
+  std::printf("S^T cycles per tile (%d tiles): D=1 %.0f  D=2 %.0f  D=3 %.0f  D=4 %.0f  (tensor work alone ~1100)\n",
+              reps, double(c1) / reps, double(c2) / reps, double(c3) / reps, double(c4) / reps);
+  std::printf("O^T cycles per tile, 256 columns (%d tiles): %.0f  (tensor work alone ~500)\n", reps,
+              double(c_ot) / reps);
   return pass ? 0 : 1;
 }

@@ -132,6 +132,12 @@ inline bool use_portable_kernels() {
 #endif
 }
 
+// A switch that is on unless the environment sets `name` to exactly "0".
+inline bool env_not_zero(const char* name) {
+  const char* v = std::getenv(name);
+  return !(v != nullptr && v[0] == '0' && v[1] == '\0');
+}
+
 // Whether this call's kernels may be chained as programmatic dependent launches (launch_chained):
 // on GPUs of compute capability 9 and later (cached per device), unless JAXPAGED_PDL=0 (read once).
 // Which launches are chained is each launcher's choice: the MLA Hopper path's attention kernel
@@ -142,10 +148,7 @@ inline bool dependent_launches() {
 #if defined(JAXPAGED_VENDOR_HIP)
   return false;
 #else
-  static const bool on = [] {
-    const char* v = std::getenv("JAXPAGED_PDL");
-    return !(v != nullptr && v[0] == '0' && v[1] == '\0');
-  }();
+  static const bool on = env_not_zero("JAXPAGED_PDL");
   if (!on) return false;
   static std::atomic<int> cached[64];  // 0 unknown, 1 yes, 2 no
   const int device = current_device();

@@ -6,7 +6,6 @@
 //   the portable kernel (portable/): other quantized formats, sparse calls off Hopper;
 //   otherwise (sm_80 and later): the mma.sync kernel with static KV splits (sm80/).
 #include <algorithm>
-#include <cstdlib>
 #include <type_traits>
 
 #include "common/gpu_launch.h"
@@ -49,10 +48,7 @@ MlaDevice mla_device(int device) {
 // session 24: the barrier fix of NOTES item 44 d ran on the H100 (stress loop, the GPU fp8/MLA
 // tests, memcheck and synccheck) without a failure.
 bool mla_fp8_narrow_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("JAXPAGED_MLA_FP8_NARROW");
-    return !(v != nullptr && v[0] == '0' && v[1] == '\0');
-  }();
+  static const bool enabled = env_not_zero("JAXPAGED_MLA_FP8_NARROW");
   return enabled;
 }
 
@@ -95,11 +91,12 @@ template <typename T>
 ffi::Error launch_hopper(const MlaDecodeParams& call, const MlaWorkspace& w, float* ws, const int32_t* plan,
                          gpuStream_t stream) {
   MlaDecodeParams p = call;
+  const bool chained = dependent_launches();
   // The merge may launch as the attention kernel starts when its grid is large enough to spread
   // over the SMs as they free up (two blocks per SM); a smaller one (B = 1-2 long sequences: ~128
   // blocks of 512 threads, each reading ~66 pieces) would pile onto the first SMs to free and
   // measured 5% slower per layer at B = 1 (NOTES item 46).
-  p.early_dependents = dependent_launches() && mla_merge_blocks(p, w.parts) >= 2 * int64_t(sm_count(current_device()));
+  p.early_dependents = chained && mla_merge_blocks(p, w.parts) >= 2 * int64_t(sm_count(current_device()));
   const int64_t rows_per_b = p.s_q * p.num_heads;
   const int64_t row_blocks = (rows_per_b + kMlaWgRows - 1) / kMlaWgRows;
   // (the kernels only read a plan)
@@ -107,7 +104,7 @@ ffi::Error launch_hopper(const MlaDecodeParams& call, const MlaWorkspace& w, flo
   const MlaSchedule sched = MlaSchedule::at(words, w.parts, p.batch);
   float* ws_out = ws + w.schedule_floats;
   float* ws_lse = ws_out + 2 * w.parts * rows_per_b * kMlaLatentDim;
-  p.dependent_attention = dependent_launches() && plan == nullptr;
+  p.dependent_attention = chained && plan == nullptr;
   if (plan == nullptr) JP_RETURN_IF_ERROR(launch_mla_schedule(p, w.parts, sched, 0, stream));
   JP_RETURN_IF_ERROR(launch_wgmma_for<T>(p, int(row_blocks), w.parts, sched, ws_out, ws_lse, stream));
   return launch_mla_merge<T>(p, w.parts, sched, ws_out, ws_lse, stream);

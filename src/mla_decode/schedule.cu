@@ -225,23 +225,21 @@ ffi::Error launch_mla_schedule(const MlaDecodeParams& p, int parts, const MlaSch
   return last_launch_error("mla_schedule_kernel");
 }
 
+int64_t mla_merge_blocks(const MlaDecodeParams& p, int parts) {
+  const int rows = mla_merge_rows(mla_merge_shares(p.batch, parts));
+  return p.batch * ((p.s_q * p.num_heads + rows - 1) / rows);
+}
+
 namespace {
+// (Shares is mla_merge_shares(p.batch, parts): launch_mla_merge picks the instance by it)
 template <typename T, int Shares>
 ffi::Error launch_merge(const MlaDecodeParams& p, int parts, const MlaSchedule& sched, const float* ws_out,
                         const float* ws_lse, gpuStream_t stream) {
-  constexpr int rows = mla_merge_rows(Shares);
-  const int64_t rows_per_b = p.s_q * p.num_heads;
-  const dim3 grid(unsigned(p.batch * ((rows_per_b + rows - 1) / rows)));
+  const dim3 grid(unsigned(mla_merge_blocks(p, parts)));
   return launch_chained(dependent_launches(), "mla_merge_pieces_kernel", mla_merge_pieces_kernel<T, Shares>, grid,
                         dim3(mla_merge_threads(Shares)), 0, stream, p, parts, sched, ws_out, ws_lse);
 }
 }  // namespace
-
-int64_t mla_merge_blocks(const MlaDecodeParams& p, int parts) {
-  const int shares = mla_merge_shares(p.batch, parts);
-  const int rows = shares == 4 ? mla_merge_rows(4) : shares == 2 ? mla_merge_rows(2) : mla_merge_rows(1);
-  return p.batch * ((p.s_q * p.num_heads + rows - 1) / rows);
-}
 
 template <typename T>
 ffi::Error launch_mla_merge(const MlaDecodeParams& p, int parts, const MlaSchedule& sched, const float* ws_out,

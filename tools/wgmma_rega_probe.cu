@@ -246,6 +246,33 @@ static double e4m3_value(uint8_t b) {
   return s ? -v : v;
 }
 
+// Random f16 values from `dist`: their bits for the device, their values for the reference.
+template <typename Dist>
+static void random_halves(std::mt19937& gen, Dist dist, std::vector<uint16_t>& bits, std::vector<double>& values) {
+  for (size_t i = 0; i < bits.size(); ++i) {
+    const __half h = __float2half(dist(gen));
+    bits[i] = *reinterpret_cast<const uint16_t*>(&h);
+    values[i] = double(__half2float(h));
+  }
+}
+
+// The largest error of got(n, j) against exact(n, j) over j, relative to row n's largest |exact|,
+// worst over the rows n < rows.
+template <typename Exact, typename Got>
+static double worst_row_error(int rows, int cols, Exact exact, Got got) {
+  double worst = 0.0;
+  for (int n = 0; n < rows; ++n) {
+    double row_max = 0.0, err = 0.0;
+    for (int j = 0; j < cols; ++j) {
+      const double e = exact(n, j);
+      row_max = std::fmax(row_max, std::fabs(e));
+      err = std::fmax(err, std::fabs(e - got(n, j)));
+    }
+    worst = std::fmax(worst, row_max > 0 ? err / row_max : err);
+  }
+  return worst;
+}
+
 #define CHECK(x)                                                                 \
   do {                                                                           \
     cudaError_t err_ = (x);                                                      \
@@ -276,11 +303,7 @@ int main(int argc, char** argv) {
   for (auto& b : kv) {
     do b = uint8_t(byte(gen)); while ((b & 0x7F) == 0x7F);  // no NaN encodings
   }
-  for (size_t i = 0; i < qh.size(); ++i) {
-    const __half h = __float2half(uni(gen));
-    qh[i] = *reinterpret_cast<const uint16_t*>(&h);
-    qv[i] = double(__half2float(h));
-  }
+  random_halves(gen, uni, qh, qv);
   uint8_t* d_kv;
   uint16_t* d_q;
   float* d_s;
@@ -296,17 +319,14 @@ int main(int argc, char** argv) {
   if (run<2>(d_kv, d_q, d_s, d_cycles, 1, &cycles)) return 2;
   std::vector<float> s(kTokens * kRows);
   CHECK(cudaMemcpy(s.data(), d_s, s.size() * 4, cudaMemcpyDeviceToHost));
-  double worst = 0.0;
-  for (int n = 0; n < kRows; ++n) {
-    double row_max = 0.0, err = 0.0;
-    for (int t = 0; t < kTokens; ++t) {
-      double exact = 0.0;
-      for (int k = 0; k < kWidth; ++k) exact += e4m3_value(kv[t * kWidth + k]) * qv[n * kWidth + k];
-      row_max = std::fmax(row_max, std::fabs(exact));
-      err = std::fmax(err, std::fabs(exact - double(s[t * kRows + n])));
-    }
-    worst = std::fmax(worst, row_max > 0 ? err / row_max : err);
-  }
+  const double worst = worst_row_error(
+      kRows, kTokens,
+      [&](int n, int t) {
+        double exact = 0.0;
+        for (int k = 0; k < kWidth; ++k) exact += e4m3_value(kv[t * kWidth + k]) * qv[n * kWidth + k];
+        return exact;
+      },
+      [&](int n, int t) { return double(s[t * kRows + n]); });
   bool pass = worst < 1e-5;
   std::printf("S^T (register A from raw e4m3, f16 products): max error / row's max |S| %.3e  %s\n", worst,
               worst < 1e-5 ? "PASS" : "FAIL");
@@ -315,11 +335,7 @@ int main(int argc, char** argv) {
   std::vector<uint16_t> ph(kRows * kTokens);
   std::vector<double> pv(kRows * kTokens);
   std::uniform_real_distribution<float> unit(0.f, 1.f);
-  for (size_t i = 0; i < ph.size(); ++i) {
-    const __half h = __float2half(unit(gen));
-    ph[i] = *reinterpret_cast<const uint16_t*>(&h);
-    pv[i] = double(__half2float(h));
-  }
+  random_halves(gen, unit, ph, pv);
   uint16_t* d_p;
   float* d_o;
   CHECK(cudaMalloc(&d_p, ph.size() * 2));
@@ -334,17 +350,14 @@ int main(int argc, char** argv) {
     if (pass_reps == 1) {
       std::vector<float> o(256 * kRows);
       CHECK(cudaMemcpy(o.data(), d_o, o.size() * 4, cudaMemcpyDeviceToHost));
-      double worst_o = 0.0;
-      for (int n = 0; n < kRows; ++n) {
-        double row_max = 0.0, err = 0.0;
-        for (int col = 0; col < 256; ++col) {
-          double exact = 0.0;
-          for (int t = 0; t < kTokens; ++t) exact += e4m3_value(kv[t * kWidth + col]) * pv[n * kTokens + t];
-          row_max = std::fmax(row_max, std::fabs(exact));
-          err = std::fmax(err, std::fabs(exact - double(o[col * kRows + n])));
-        }
-        worst_o = std::fmax(worst_o, row_max > 0 ? err / row_max : err);
-      }
+      const double worst_o = worst_row_error(
+          kRows, 256,
+          [&](int n, int col) {
+            double exact = 0.0;
+            for (int t = 0; t < kTokens; ++t) exact += e4m3_value(kv[t * kWidth + col]) * pv[n * kTokens + t];
+            return exact;
+          },
+          [&](int n, int col) { return double(o[col * kRows + n]); });
       pass = pass && worst_o < 1e-5;
       std::printf("O^T (register A = V^T from raw e4m3 via ldmatrix .trans): max error / row's max |O| %.3e  %s\n",
                   worst_o, worst_o < 1e-5 ? "PASS" : "FAIL");

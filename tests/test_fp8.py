@@ -93,6 +93,12 @@ def _latent_amax(case):
     # 12 rows, so 4 of its 16 row slots stay unused)
     (1, 16, 64, True, [3, 64, 700]),
     (4, 3, 256, True, [0, 200, 1025]),
+    # More query rows, pages of >= 64 (combined fp8: Hopper's wide fp8 kernel): 128 rows (two row
+    # blocks) with cut sequences, an odd number of tiles, an empty one; 32 rows (half a row block
+    # unused); 64 heads x 2 causal query tokens.
+    (128, 1, 64, False, [0, 1000, 4100, 63, 129]),
+    (32, 1, 128, False, [3, 64, 2000]),
+    (64, 2, 64, True, [1, 700, 65]),
 ])
 def test_mla_quantized_caches_match_reference(rng, fmt, heads, s_q, page_size, causal, kv_lens):
     case = mla_case(rng, kv_lens=kv_lens, s_q=s_q, num_heads=heads, page_size=page_size, dtype=Q_DTYPE,
@@ -123,7 +129,7 @@ def test_mla_quantized_caches_match_reference(rng, fmt, heads, s_q, page_size, c
     assert_close(vout[0], ref_out, Q_DTYPE)
 
 
-@pytest.mark.parametrize("heads, page_size", [(16, 64), (128, 1)])
+@pytest.mark.parametrize("heads, page_size", [(16, 64), (128, 1), (128, 64)])
 def test_mla_fp8_queries_of_any_magnitude(rng, heads, page_size):
     """bf16 queries far outside float16's range, or spanning it within a row, on an fp8 cache: the
     Hopper kernel computes in float16 there (queries scaled by a power of two per row), and must

@@ -351,6 +351,10 @@ int main(int argc, char** argv) {
       {"fp8 h16 page 64 junk ids", {4096, 33, 0, -5, 130}, 1, 16, 64, true, false, 2, 0, 1},
       {"fp8 h8 s_q 2 causal page 128 junk ids", {1, 65, 700, -3}, 2, 8, 128, true, true, 2, 0, 1},
       {"fp8 h1 s_q 16 causal page 64", {3, 64, 700}, 16, 1, 64, true, true, 0, 0, 1},
+      // (more query rows, combined fp8 in pages of >= 64: the wide fp8 kernel on Hopper, unless
+      // JAXPAGED_MLA_FP8_WIDE=0)
+      {"fp8 h64 s_q 2 causal page 64 junk ids", {1, 2, 129, 4000, -1}, 2, 64, 64, true, true, 2, 0, 1},
+      {"fp8 h32 page 128 one 32K sequence", {32768}, 1, 32, 128, true, false, 0, 0, 1},
       {"656-byte rows h64 s_q 2 causal junk ids", {1, 2, 129, 4000, -1}, 2, 64, 64, true, true, 2, 256, 2},
       {"656-byte rows bf16 dequant h128 junk ids", {4096, 33, 0, -5}, 1, 128, 64, true, false, 2, 128, 3},
   };

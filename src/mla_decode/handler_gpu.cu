@@ -52,9 +52,15 @@ bool mla_fp8_narrow_enabled() {
   return enabled;
 }
 
+// The wide fp8 kernel likewise (JAXPAGED_MLA_FP8_WIDE=0: the converting loader).
+bool mla_fp8_wide_enabled() {
+  static const bool enabled = env_not_zero("JAXPAGED_MLA_FP8_WIDE");
+  return enabled;
+}
+
 // The wgmma kernel instance for p: TMA for 16-bit dense caches with pages of >= 64 tokens, else
 // the gathering loader, per sparse lists and cache format (656-byte rows: bf16 queries only); in
-// its place the narrow fp8 kernel where that applies (mla_fp8_narrow_applies).
+// its place the narrow or wide fp8 kernel where one applies (mla_fp8_narrow_applies, mla_fp8_wide_applies).
 template <typename T>
 ffi::Error launch_wgmma_for(const MlaDecodeParams& p, int row_blocks, int parts, const MlaSchedule& sched,
                             float* ws_out, float* ws_lse, gpuStream_t stream) {
@@ -78,6 +84,9 @@ ffi::Error launch_wgmma_for(const MlaDecodeParams& p, int row_blocks, int parts,
     MlaNarrowMap narrow{};
     if (mla_fp8_narrow_applies(p) && mla_fp8_narrow_enabled() && make_fp8_narrow_map(p, &narrow)) {
       return launch_mla_fp8_narrow(p, parts, sched, ws_out, ws_lse, narrow, stream);
+    }
+    if (mla_fp8_wide_applies(p) && mla_fp8_wide_enabled() && make_fp8_narrow_map(p, &narrow)) {
+      return launch_mla_fp8_wide(p, row_blocks, parts, sched, ws_out, ws_lse, narrow, stream);
     }
   }
   if (!mla_quantized(p) && make_tma_maps<T>(p, &maps)) {

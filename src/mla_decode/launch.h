@@ -31,6 +31,12 @@ ffi::Error launch_mla_wgmma(const MlaDecodeParams& p, int row_blocks, int parts,
 // workspace. sm90/fp8_narrow.cu.
 ffi::Error launch_mla_fp8_narrow(const MlaDecodeParams& p, int parts, const MlaSchedule& sched, float* ws_out,
                                  float* ws_lse, const MlaNarrowMap& map, gpuStream_t stream);
+// The wide fp8 kernel in place of the wgmma kernel, unless JAXPAGED_MLA_FP8_WIDE=0
+// (sm90/fp8_wide.cuh: bf16 queries, more than 16 query rows per sequence, a combined per-tensor
+// fp8 cache in pages of >= 64 tokens; mla_fp8_wide_applies), on the same grid, schedule and
+// workspace as the wgmma kernel. sm90/fp8_wide.cu.
+ffi::Error launch_mla_fp8_wide(const MlaDecodeParams& p, int row_blocks, int parts, const MlaSchedule& sched,
+                               float* ws_out, float* ws_lse, const MlaNarrowMap& map, gpuStream_t stream);
 template <typename T>
 ffi::Error launch_mla_merge(const MlaDecodeParams& p, int parts, const MlaSchedule& sched, const float* ws_out,
                             const float* ws_lse, gpuStream_t stream);

@@ -87,11 +87,21 @@ JP_HOST_DEVICE bool mla_hopper_format(const MlaDecodeParams& p) {
 // kNarrowQueries query rows per sequence, a dense per-tensor fp8 cache in the combined 576-byte
 // layout (rope fp8 too, right after the latent) in pages of >= 64 tokens.
 constexpr int kNarrowQueries = 16;
-inline bool mla_fp8_narrow_applies(const MlaDecodeParams& p) {
+// The raw-tile fp8 kernels' common condition: bf16 queries, a dense per-tensor fp8 cache in the
+// combined 576-byte layout (rope fp8 too, right after the latent) in pages of >= 64 tokens.
+inline bool mla_fp8_raw_tiles_apply(const MlaDecodeParams& p) {
   const bool combined = static_cast<const unsigned char*>(p.kpe) == static_cast<const unsigned char*>(p.ckv) + 512 &&
                         p.kpe_page_stride == p.ckv_page_stride && p.kpe_slot_stride == p.ckv_slot_stride;
-  return p.fp8 && p.kpe_fp8 && combined && p.q_bf16 && !p.sparse && !p.ds_rows &&
-         p.s_q * p.num_heads <= kNarrowQueries && p.page_size >= 64 && p.num_pages >= 1;
+  return p.fp8 && p.kpe_fp8 && combined && p.q_bf16 && !p.sparse && !p.ds_rows && p.page_size >= 64 &&
+         p.num_pages >= 1;
+}
+inline bool mla_fp8_narrow_applies(const MlaDecodeParams& p) {
+  return mla_fp8_raw_tiles_apply(p) && p.s_q * p.num_heads <= kNarrowQueries;
+}
+// The wide fp8 kernel (sm90/fp8_wide.cuh; on by default, JAXPAGED_MLA_FP8_WIDE=0 opts out): the
+// same caches, more query rows (64 per block).
+inline bool mla_fp8_wide_applies(const MlaDecodeParams& p) {
+  return mla_fp8_raw_tiles_apply(p) && p.s_q * p.num_heads > kNarrowQueries;
 }
 
 constexpr int kMlaOptionWords = 2;

@@ -64,6 +64,7 @@
 #include "mla_decode/params.h"
 #include "mla_decode/partition_schedule.cuh"
 #include "mla_decode/sm90/epilogue.cuh"  // mla_row_inverse, mla_row_lse
+#include "mla_decode/sm90/fp8_ring.cuh"
 #include "mla_decode/sm90/loader.cuh"    // mla_entry_ok
 
 namespace jaxpaged {
@@ -85,10 +86,10 @@ constexpr int kNarrowSPromote = 2;   // S^T k-steps (of 32 columns) per float32 
 
 // Shared memory, byte offsets from a 1024-aligned base.
 struct MlaNarrowSmem {
-  static constexpr int kBlocks = 5;             // column blocks of 128 bytes: 4 latent + rope
-  static constexpr int kQBlock = 32 * 128;      // a column block of Q': 32 split rows
-  static constexpr int kRawBlock = 64 * 128;    // a column block of a raw tile: 64 tokens
-  static constexpr int kRawBytes = kBlocks * kRawBlock;
+  static constexpr int kBlocks = kMlaRawBlocks;  // column blocks of 128 bytes: 4 latent + rope
+  static constexpr int kQBlock = 32 * 128;       // a column block of Q': 32 split rows
+  static constexpr int kRawBlock = kMlaRawBlock;  // a column block of a raw tile: 64 tokens
+  static constexpr int kRawBytes = kMlaRawBytes;
   static constexpr int kVtBytes = 512 * 64;     // a warpgroup's V^T: 512 columns x 64 token slots
   static constexpr int kPtBytes = 32 * 64;      // P'^T: 32 split rows x 64 token slots
   static constexpr int kQ = 0;
@@ -159,29 +160,8 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
   if (warp >= 8) {  // the loader warpgroup: one thread issues the copies
     warpgroup_regs_shrink<kNarrowLoaderRegs>();
     if (warp == 8 && lane == 0) {
-      tma_prefetch_map(cache_map);
-      int use = 0;  // tiles issued (the block's running count, as the compute warpgroups keep it)
-      for (int b = first_b; b <= last_b; ++b) {
-        const int kv_len = int(clamp_kv_len(p.kv_lens[b], capacity));
-        const TileSpan tiles = mla_piece_tiles(s, part, b, mla_tiles_of(kv_len));
-        const int32_t* table = p.block_tables + int64_t(b) * p.max_pages;
-        for (int u = tiles.begin; u < tiles.end; ++u, ++use) {
-          // An out-of-range page id goes to the engine as it is (a box outside the map is
-          // zero-filled) and the flag makes the sequence's output NaN.
-          const int32_t page = table[(u * kMlaTileKeys) >> page_shift];
-          const int stage = use % kNarrowStages;
-          mbar_wait(&empty[stage], (uint32_t(use / kNarrowStages) & 1u) ^ 1u);
-          sBad[stage] = mla_entry_ok<false>(p, page, 0) ? 0 : 1;
-          const int slot = (u * kMlaTileKeys) & int(p.page_size - 1);
-          unsigned char* raw = base + S::kRaw + stage * S::kRawBytes;
-          uint64_t* landed = &full[use % kNarrowFull];  // (stage use % 3, warpgroup use % 2)
-          mbar_arrive_expect_tx(landed, S::kRawBytes);
-#pragma unroll
-          for (int cb = 0; cb < S::kBlocks; ++cb) {
-            tma_load_3d(raw + cb * S::kRawBlock, cache_map, cb * 128, slot, page, landed);
-          }
-        }
-      }
+      mla_fp8_tma_ring<kNarrowStages, kNarrowFull>(p, page_shift, s, part, first_b, last_b, capacity, cache_map,
+                                                   base + S::kRaw, full, empty, sBad);
     }
     return;
   }

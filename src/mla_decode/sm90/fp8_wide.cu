@@ -1,0 +1,18 @@
+// The wide fp8 MLA kernel's launcher (sm90/fp8_wide.cuh; built for sm_90a only).
+#include "common/gpu_launch.h"
+#include "mla_decode/launch.h"
+#include "mla_decode/sm90/fp8_wide.cuh"
+#include "mla_decode/sm90/tma_maps.h"
+
+namespace jaxpaged {
+
+ffi::Error launch_mla_fp8_wide(const MlaDecodeParams& p, int row_blocks, int parts, const MlaSchedule& sched,
+                               float* ws_out, float* ws_lse, const MlaNarrowMap& map, gpuStream_t stream) {
+  auto kernel = p.kv_e5m2 ? mla_fp8_wide_kernel<gpu_bf16, true> : mla_fp8_wide_kernel<gpu_bf16, false>;
+  JP_RETURN_IF_ERROR(allow_smem(kernel, MlaWideSmem::kAllocBytes, "mla_fp8_wide_kernel (shared memory size)"));
+  return launch_chained(p.dependent_attention, "mla_fp8_wide_kernel", kernel, dim3(unsigned(parts * row_blocks)),
+                        dim3(kWideThreads), MlaWideSmem::kAllocBytes, stream, p, page_shift_of(p.page_size),
+                        row_blocks, sched, ws_out, ws_lse, map.cache);
+}
+
+}  // namespace jaxpaged

@@ -1,0 +1,511 @@
+// MLA decode over a per-tensor fp8 cache for sequences of more than 16 query rows (Hq = 32-128),
+// bf16 queries, the combined 576-byte rows in pages of >= 64 tokens (TMA). Built for sm_90a only
+// (fp8_wide.cu). On by default where it applies; JAXPAGED_MLA_FP8_WIDE=0 opts out (handler_gpu.cu).
+//
+// Why a kernel of its own (NOTES items 42-43, 46 f, 47): the wgmma kernel (kernel.cuh) computes on
+// 16-bit tiles in shared memory, so its loader converts each fp8 tile into a 72 KiB 16-bit copy,
+// a chain that bounded it at 2.4x the 16-bit cache's time. Here the raw tiles (36 KiB) go from the
+// copy engine to shared memory and stay raw: the compute warps convert the cache's values in their
+// own registers, as the register A operand of the transposed products
+//   S^T = K Q^T     [64 tokens x 64 rows]  (M = the tile's tokens, K = 576)
+//   O^T += V^T P^T  [512 columns x 64 rows] (M = latent columns, K = the tile's tokens)
+// on 16-bit tensor cores (m64n64k16 f16, A from registers, B from shared memory): each fp8 value
+// is an f16 exactly (one cvt per two values), the queries are f16 times a power of two per row
+// (as the converting path's), the products accumulate in float32 - the 16-bit path's accuracy.
+// tools/wgmma_rega_probe.cu checked both products against float64 on the H100 and timed them:
+// A from registers runs at the tensor cores' rate, and with two warpgroups the conversion of one
+// overlaps the other's products (NOTES item 47).
+//
+// Operand layouts (the probe's):
+// - S^T's A: warp w's 16 tokens by ldmatrix x4 of the raw tile (16 tokens x 32 bytes = two k16
+//   steps), one cvt per two values. ldmatrix hands a thread bytes 4c .. 4c + 3 of a 16-byte row
+//   (c = lane % 4) where the f16 A layout wants k-positions 2c, 2c + 1, 2c + 8, 2c + 9, so
+//   position p of each 16-dim group holds dim 4 ((p % 8) / 2) + 2 (p / 8) + p % 2; Q^T (B, K-major,
+//   128-byte swizzle) is stored with its dims in that order (a sum over dims does not care).
+// - O^T's A: V^T's fragments from the same raw tile by ldmatrix x4 .trans of byte pairs and two
+//   byte_perms: a thread holds latent columns 2g and 2g + 1 (g = lane / 4) of its warp's 16 at the
+//   A layout's tokens in natural order, so the accumulator's M rows are columns relabelled (row g
+//   of warp w's 16 is column 16 w + 2 g, row g + 8 is column 16 w + 2 g + 1) and P^T (B: 64 rows
+//   x 64 tokens of f16, K-major) needs no permutation.
+//
+// Block = 64 query rows (row block rb of the sequence's s_q x Hq) x one partition of the schedule
+// (partition_schedule.cuh), as the wgmma kernel's grid; 384 threads: warpgroups 0 and 1 compute,
+// warpgroup 2 loads (one thread: mla_fp8_tma_ring, a ring of three raw buffers). The compute
+// warpgroups take a sequence's tiles in pairs, in step:
+//   warpgroup i: S^T of the pair's tile i (its scores, scaled and masked; per row the tile's
+//     maxima over its tokens, to shared memory);
+//   both (named barrier): the pair's maxima, each row's new running maximum (the same in every
+//     thread that holds the row), the probabilities of tile i as P^T (f16, shared memory), the
+//     rescale of O and of the running sums;
+//   both (named barrier): O^T += V^T P^T over both tiles for the warpgroup's 256 columns (128
+//     float accumulators a thread), then both raw buffers are handed back.
+// An S^T accumulator and an O^T accumulator hold the same query rows in a thread (columns 8 j +
+// 2 c + e of the N = 64 side), so a row's maximum, sum and rescale live in the threads that hold
+// its outputs. Tokens past a sequence's end: scores masked by value, V^T's bytes zeroed in the
+// registers (the copy engine brings whole pages, whose rows past kv_len may hold anything). Query
+// rows past the sequence's s_q x Hq are zero and never stored. An out-of-range page id makes the
+// sequence's output NaN (its box is zero-filled by the engine).
+#pragma once
+
+#include <cuda.h>  // CUtensorMap
+
+#include "common/fp8.cuh"
+#include "common/gpu_math.cuh"
+#include "common/masking.h"
+#include "common/pdl.cuh"
+#include "common/sm90/mbarrier.cuh"
+#include "common/sm90/wgmma.cuh"
+#include "mla_decode/params.h"
+#include "mla_decode/partition_schedule.cuh"
+#include "mla_decode/sm90/epilogue.cuh"  // mla_row_inverse, mla_row_lse
+#include "mla_decode/sm90/fp8_ring.cuh"
+
+namespace jaxpaged {
+
+constexpr int kWideThreads = 384;  // two compute warpgroups + the loader's (one thread works)
+// Registers per thread after the loader warpgroup hands its share over (3 x 168 in all): a compute
+// thread holds O^T's 128 accumulators, S^T's 32, its 16 rows' maxima and sums, and a few k-steps
+// of A fragments.
+constexpr int kWideComputeRegs = 232, kWideLoaderRegs = 40;
+constexpr int kWideStages = 3;  // raw tile buffers: a pair's two, and the next pair's first
+
+// Shared memory, byte offsets from a 1024-aligned base.
+struct MlaWideSmem {
+  static constexpr int kBlock = 64 * 128;  // a column block of 64 rows (query rows or tokens)
+  static constexpr int kQBlocks = 9;       // Q^T: 64 rows x 576 f16 (permuted dims)
+  static constexpr int kQ = 0;
+  static constexpr int kRaw = kQ + kQBlocks * kBlock;           // [stage]
+  static constexpr int kPt = kRaw + kWideStages * kMlaRawBytes;  // [tile of the pair]: P^T, 64 rows x 64 tokens f16
+  static constexpr int kMax = kPt + 2 * kBlock;                 // [row][warp] floats: tile maxima
+  static constexpr int kSum = kMax + 64 * 8 * 4;                // [row][warp] floats: a pair's row sums
+  static constexpr int kM = kSum + 64 * 8 * 4;                  // [parity][row]: running maxima (log2 domain)
+  static constexpr int kL = kM + 2 * 64 * 4;                    // [row]: running sums
+  static constexpr int kQk = kL + 64 * 4;                       // [row]: the row's score scale
+  static constexpr int kBad = kQk + 64 * 4;                     // [stage] ints, then [warpgroup]
+  static constexpr int kBarriers = kBad + 32;                   // full[stages], empty[stages]
+  static constexpr size_t kAllocBytes = size_t(kBarriers) + 2 * kWideStages * 8 + 1024;  // + alignment
+  static_assert(kRaw % 1024 == 0 && kPt % 1024 == 0, "swizzle atoms need aligned bases");
+  static_assert(kBad + 4 * (kWideStages + 2) <= kBarriers && kBarriers % 8 == 0, "barriers overlap or misalign");
+};
+static_assert(MlaWideSmem::kAllocBytes <= 227 * 1024, "more shared memory than a Hopper block may have");
+static_assert(2 * kWideComputeRegs + kWideLoaderRegs <= 3 * (65536 / kWideThreads / 8 * 8),
+              "register budgets exceed the block's registers");
+
+#if defined(JP_HAVE_WGMMA)
+constexpr int kWideBarBoth = 1;  // named barrier of both compute warpgroups (0 is __syncthreads)
+
+// x, as a value the compiler cannot see through: what is computed from it is computed where it is
+// used (hoisted out of the tile loop, this kernel's per-row addresses spilled).
+__device__ __forceinline__ int wide_launder(int x) {
+  asm volatile("" : "+r"(x));
+  return x;
+}
+__device__ __forceinline__ void wide_ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void wide_ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+// m64n64k16 f16, A from registers (the mma.m16n8k16 A layout per warp), B K-major. D (+)= A * B.
+__device__ __forceinline__ void wgmma_m64n64k16_rs_f16(float (&d)[32], const uint32_t* a, uint64_t desc_b,
+                                                       int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "
+      "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
+}
+// S^T's A fragments of k-steps 2 kk and 2 kk + 1 from an ldmatrix x4 of the raw tile (raw[0]: token
+// g, bytes 4c .. 4c + 3 of the first 16 dims; raw[1]: token g + 8; raw[2], raw[3]: the next 16).
+template <bool kE5m2>
+__device__ __forceinline__ void wide_k_fragments(uint32_t* set, const uint32_t (&raw)[4]) {
+#pragma unroll
+  for (int s = 0; s < 2; ++s) {
+    set[4 * s + 0] = fp8x2_to_half2_bits(raw[2 * s], kE5m2);
+    set[4 * s + 1] = fp8x2_to_half2_bits(raw[2 * s + 1], kE5m2);
+    set[4 * s + 2] = fp8x2_to_half2_bits(raw[2 * s] >> 16, kE5m2);
+    set[4 * s + 3] = fp8x2_to_half2_bits(raw[2 * s + 1] >> 16, kE5m2);
+  }
+}
+// O^T's A fragments of two k-steps (32 tokens) from an ldmatrix x4 .trans of the raw tile (raw[q]:
+// tokens 8 q + 2c, + 1 x columns 2g, 2g + 1), tokens past the sequence's end zeroed: keep[s] masks
+// the bytes of k-step s (tokens 16 s + 2c, + 1, + 8, + 9 of the 32).
+template <bool kE5m2>
+__device__ __forceinline__ void wide_v_fragments(uint32_t* set, const uint32_t (&raw)[4], const uint32_t (&keep)[2]) {
+#pragma unroll
+  for (int s = 0; s < 2; ++s) {
+    const uint32_t even = __byte_perm(raw[2 * s], raw[2 * s + 1], 0x6420) & keep[s];  // column 2g
+    const uint32_t odd = __byte_perm(raw[2 * s], raw[2 * s + 1], 0x7531) & keep[s];   // column 2g + 1
+    set[4 * s + 0] = fp8x2_to_half2_bits(even, kE5m2);
+    set[4 * s + 1] = fp8x2_to_half2_bits(odd, kE5m2);
+    set[4 * s + 2] = fp8x2_to_half2_bits(even >> 16, kE5m2);
+    set[4 * s + 3] = fp8x2_to_half2_bits(odd >> 16, kE5m2);
+  }
+}
+
+template <typename T, bool kE5m2>
+__device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int page_shift, int row_blocks,
+                                                  const MlaSchedule& s, float* __restrict__ ws_out,
+                                                  float* __restrict__ ws_lse, const CUtensorMap* cache_map) {
+  using S = MlaWideSmem;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* base = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+  uint64_t* full = reinterpret_cast<uint64_t*>(base + S::kBarriers);
+  uint64_t* empty = full + kWideStages;
+  int* sBad = reinterpret_cast<int*>(base + S::kBad);
+  float* sMax = reinterpret_cast<float*>(base + S::kMax);
+  float* sSum = reinterpret_cast<float*>(base + S::kSum);
+  float* sM = reinterpret_cast<float*>(base + S::kM);
+  float* sL = reinterpret_cast<float*>(base + S::kL);
+  float* sQk = reinterpret_cast<float*>(base + S::kQk);
+
+  const int tid = threadIdx.x, lane = tid % 32;
+  const int warp = gpu::shfl(tid / 32, 0);  // (uniform in the warp, known to be so)
+  const int part = blockIdx.x / row_blocks, rb = blockIdx.x % row_blocks;
+  const int first_b = max(s.part_first[part], 0), last_b = min(s.part_last[part], int(p.batch) - 1);
+  const int rows_per_b = int(p.s_q * p.num_heads);
+  const int row0 = rb * 64;
+  const int64_t capacity = p.max_pages * p.page_size;
+
+  if (tid == 0) {
+    for (int i = 0; i < kWideStages; ++i) {
+      mbar_init(&full[i], 1);   // the loader's arrival, with the bytes
+      mbar_init(&empty[i], 8);  // each warp of both compute warpgroups
+    }
+    fence_proxy_async_shared();
+  }
+  __syncthreads();
+
+  if (warp >= 8) {  // the loader warpgroup: one thread issues the copies
+    warpgroup_regs_shrink<kWideLoaderRegs>();
+    if (warp == 8 && lane == 0) {
+      mla_fp8_tma_ring<kWideStages, kWideStages>(p, page_shift, s, part, first_b, last_b, capacity, cache_map,
+                                                 base + S::kRaw, full, empty, sBad);
+    }
+    return;
+  }
+
+  // The compute warpgroups.
+  warpgroup_regs_grow<kWideComputeRegs>();
+  const int wg = warp / 4, ww = warp % 4;
+  const int tw = tid % 128;
+  const uint32_t sbase = smem_addr(base);
+  const float kv_scale = mla_kv_scale(p);
+  const float qk_base = mla_scale(p) * kLog2e * kv_scale;  // (the values are the fp8 values x kv_scale)
+  const T* q_nope = static_cast<const T*>(p.q_nope);
+  const T* q_pe = static_cast<const T*>(p.q_pe);
+  // This thread's rows (N of both products): row(k) = 8 (k / 2) + 2c + k % 2, k < 16 (c = lane % 4);
+  // in S^T's accumulators, token 16 ww + g at [4 (k / 2) + k % 2] and token + 8 at [4 (k / 2) + 2 +
+  // k % 2] (g = lane / 4). (Each phase below takes g and c from a laundered lane: wide_launder.)
+  auto row_of = [](int k, int c) { return 8 * (k / 2) + 2 * c + (k % 2); };
+  const uint64_t q_desc0 = wgmma_desc_sw128(sbase + S::kQ, 16, 1024);
+
+  int use = 0;  // tiles of this block so far (the raw ring's position, as the loader counts)
+  for (int b = first_b; b <= last_b; ++b) {
+    const int kv_len = int(clamp_kv_len(p.kv_lens[b], capacity));
+    const TileSpan tiles = mla_piece_tiles(s, part, b, mla_tiles_of(kv_len));
+
+    // The sequence's queries as Q^T: f16 x 2^k per row (k puts the row's largest finite |q| in
+    // [2^14, 2^15), as the converting path's convert_queries; a zero or non-finite row keeps k = 0),
+    // dims permuted. Four threads a row, 18 chunks of 8 values each; the maximum first, then the
+    // values again (L1). Both warpgroups are done with the previous sequence's S^T and rows.
+    named_barrier_sync(kWideBarBoth, 256);
+    {
+      const int r = tid / 4, sub = tid % 4;
+      const bool live = row0 + r < rows_per_b;
+      const int64_t gq = int64_t(b) * rows_per_b + (live ? row0 + r : 0);
+      auto chunk = [&](int ch) -> uint4 {
+        if (!live) return make_uint4(0, 0, 0, 0);
+        return ch < 64 ? *reinterpret_cast<const uint4*>(q_nope + gq * kMlaLatentDim + ch * 8)
+                       : *reinterpret_cast<const uint4*>(q_pe + gq * kMlaRopeDim + (ch - 64) * 8);
+      };
+      auto lo_f = [](uint32_t w) { return __uint_as_float(w << 16); };
+      auto hi_f = [](uint32_t w) { return __uint_as_float(w & 0xFFFF0000u); };
+      float mx = 0.f;
+#pragma unroll 6
+      for (int i = 0; i < 18; ++i) {
+        const uint4 v = chunk(sub + 4 * i);
+        const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int k = 0; k < 4; ++k) mx = fmaxf(mx, fmaxf(fabsf(lo_f(w4[k])), fabsf(hi_f(w4[k]))));  // (drops NaN)
+      }
+      mx = fmaxf(mx, gpu::shfl_xor(mx, 1));
+      mx = fmaxf(mx, gpu::shfl_xor(mx, 2));
+      int k = 0;
+      if (mx > 0.f && mx != INFINITY) {
+        const int e = int((__float_as_uint(mx) >> 23) & 0xFFu) - 127;  // (-127: a subnormal)
+        k = min(14 - e, 126);
+      }
+      const float f = __uint_as_float(uint32_t(127 + k) << 23);
+      if (sub == 0) {
+        sQk[r] = qk_base * __uint_as_float(uint32_t(127 - k) << 23);
+        sM[r] = -INFINITY;  // (parity 0: the sequence's first pair reads it)
+        sL[r] = 0.f;
+      }
+#pragma unroll 6
+      for (int i = 0; i < 18; ++i) {
+        const int ch = sub + 4 * i;  // dims 8 ch .. + 7: half hf = ch % 2 of the 16-dim group ch / 2
+        const uint4 v = chunk(ch);
+        const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
+        uint32_t h[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) h[q] = pack2<gpu_half>(lo_f(w4[q]) * f, hi_f(w4[q]) * f);
+        // Dim pair q of the half goes to word 4 (q % 2) + 2 hf + q / 2 of the group's 8 words.
+        const int grp = ch / 2, hf = ch % 2;
+        const int byte0 = (grp % 4) * 32 + 8 * hf;  // words 2 hf, 2 hf + 1 (and + 16 bytes: 4 + ...)
+        unsigned char* blk = base + S::kQ + (grp / 4) * S::kBlock;
+        *reinterpret_cast<uint2*>(blk + sw128_offset(r, byte0 / 16) + byte0 % 16) = make_uint2(h[0], h[2]);
+        *reinterpret_cast<uint2*>(blk + sw128_offset(r, (byte0 + 16) / 16) + (byte0 + 16) % 16) =
+            make_uint2(h[1], h[3]);
+      }
+    }
+    fence_proxy_async_shared();  // Q^T, for the products' async-proxy reads
+    named_barrier_sync(kWideBarBoth, 256);
+
+    float o[4][32];  // O^T of this warpgroup's columns 256 wg + 64 mb + (16 ww + 2g, + 1) x this thread's rows
+#pragma unroll
+    for (int mb = 0; mb < 4; ++mb)
+#pragma unroll
+      for (int i = 0; i < 32; ++i) o[mb][i] = 0.f;
+    // The rows' running maxima and sums live in shared memory (registers are O's): every thread
+    // computes its rows' new maxima alike, warp 0's lanes g = 0 (all 64 rows between them) write
+    // them, double-buffered by the pair's parity, and keep the sums.
+    int parity = 0;
+    bool bad = false;
+    // Causal rows see fewer keys; the block's first row sees the fewest.
+    const int first_row_end =
+        p.causal ? int(visible_keys(kv_len, p.s_q, min(row0, rows_per_b - 1) / int(p.num_heads), 0).end) : kv_len;
+    auto row_end = [&](int n) -> int {
+      if (!p.causal || row0 + n >= rows_per_b) return kv_len;
+      return int(visible_keys(kv_len, p.s_q, (row0 + n) / int(p.num_heads), 0).end);
+    };
+
+    for (int u = tiles.begin; u < tiles.end; u += 2, use += 2) {
+      const bool has1 = u + 1 < tiles.end;
+      // The pair's buffers and their full barriers' phases (scalars: an array indexed by the tile
+      // loop's counter would live in memory).
+      const int st0 = use % kWideStages, st1 = (use + 1) % kWideStages;
+      const uint32_t ph0 = uint32_t(use / kWideStages) & 1u, ph1 = uint32_t((use + 1) / kWideStages) & 1u;
+      const int mine = u + wg;  // this warpgroup's tile for S^T
+      const bool own = wg == 0 || has1;
+      float sacc[32];
+      if (own) {
+        const int stage = wg ? st1 : st0;
+        mbar_wait(&full[stage], wg ? ph1 : ph0);
+        bad |= sBad[stage] != 0;
+        // S^T = K Q^T: 18 groups of two k-steps, each group's ldmatrix issued before the previous
+        // group's products and converted after them (two sets of A registers).
+        const uint32_t raw = sbase + S::kRaw + stage * kMlaRawBytes;
+        // This lane's ldmatrix row: token 16 ww + lane % 8 + 8 ((lane / 8) % 2), bytes 16 (lane / 16).
+        const int ls = wide_launder(lane);
+        const int st_tok = 16 * ww + ls % 8 + 8 * ((ls / 8) % 2), st_half = ls / 16;
+        auto st_addr = [&](int kk) {  // dims 32 kk + 16 st_half of this lane's token
+          const int col = 32 * kk + 16 * st_half;
+          return raw + (col / 128) * kMlaRawBlock + sw128_offset(st_tok, (col % 128) / 16);
+        };
+        uint32_t rr[4], a[2][8];
+        wide_ldsm_x4(rr, st_addr(0));
+#pragma unroll
+        for (int kk = 0; kk < 18; ++kk) {
+          wgmma_wait<1>();  // the group that last read set kk % 2 is done
+          wide_k_fragments<kE5m2>(a[kk % 2], rr);
+          if (kk + 1 < 18) wide_ldsm_x4(rr, st_addr(kk + 1));
+          wgmma_fence();
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int step = 2 * kk + h;  // Q^T bytes 32 step of each row
+            wgmma_m64n64k16_rs_f16(sacc, a[kk % 2] + 4 * h,
+                                   wgmma_desc_advance(q_desc0, (step / 4) * S::kBlock + 32 * (step % 4)), step > 0);
+          }
+          wgmma_commit();
+        }
+        wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < 32; ++i) reg_fence(sacc[i]);
+      }
+      // The scores (log2 domain), masked; each row's maximum over this warp's 16 tokens.
+      int g = wide_launder(lane) / 4, c = wide_launder(lane) % 4;
+      const int t_lo = mine * kMlaTileKeys + 16 * ww + g, t_hi = t_lo + 8;
+      const bool mask = (mine + 1) * kMlaTileKeys > first_row_end;
+#pragma unroll
+      for (int k = 0; k < 16; ++k) {
+        const int n = row_of(k, c), j = 4 * (k / 2) + k % 2;
+        float tm = -INFINITY;
+        if (own) {
+          const float qk = sQk[n];
+          const int end = mask ? row_end(n) : kv_len;
+          sacc[j] = t_lo < end ? sacc[j] * qk : -INFINITY;
+          sacc[j + 2] = t_hi < end ? sacc[j + 2] * qk : -INFINITY;
+          tm = fmaxf(sacc[j], sacc[j + 2]);
+        }
+#pragma unroll
+        for (int off = 4; off <= 16; off *= 2) tm = fmaxf(tm, gpu::shfl_xor(tm, off));
+        if (g == 0) sMax[n * 8 + warp] = tm;
+      }
+      named_barrier_sync(kWideBarBoth, 256);
+      // The pair's maxima; new running maxima; P^T of this warpgroup's tile and its row sums over
+      // this warp's tokens; O rescaled.
+      unsigned char* pt = base + S::kPt + wg * S::kBlock;
+      g = wide_launder(lane) / 4;
+      c = wide_launder(lane) % 4;
+      const bool keeper = warp == 0 && g == 0;  // writes its rows' maxima, keeps their sums
+#pragma unroll
+      for (int k = 0; k < 16; ++k) {
+        const int n = row_of(k, c), j = 4 * (k / 2) + k % 2;
+        const float4 x0 = *reinterpret_cast<const float4*>(sMax + n * 8);
+        const float4 x1 = *reinterpret_cast<const float4*>(sMax + n * 8 + 4);
+        const float pm = fmaxf(fmaxf(fmaxf(x0.x, x0.y), fmaxf(x0.z, x0.w)), fmaxf(fmaxf(x1.x, x1.y), fmaxf(x1.z, x1.w)));
+        const float m_old = sM[parity * 64 + n];
+        const float m_new = fmaxf(m_old, pm);
+        const float corr = m_new == -INFINITY ? 1.f : fast_exp2(m_old - m_new);
+        if (keeper) sM[(parity ^ 1) * 64 + n] = m_new;
+        const float mbase = m_new == -INFINITY ? 0.f : m_new;
+        float sum = 0.f;
+        if (own) {  // (exp2(-inf) = 0: masked keys)
+          const float p_lo = fast_exp2(sacc[j] - mbase), p_hi = fast_exp2(sacc[j + 2] - mbase);
+          sum = p_lo + p_hi;
+          const int tl = 16 * ww + g;  // P^T[n][token]: f16 at byte 2 token of row n's 128
+          *reinterpret_cast<__half*>(pt + sw128_offset(n, tl / 8) + 2 * (tl % 8)) = __float2half_rn(p_lo);
+          *reinterpret_cast<__half*>(pt + sw128_offset(n, tl / 8 + 1) + 2 * (tl % 8)) = __float2half_rn(p_hi);
+        }
+#pragma unroll
+        for (int off = 4; off <= 16; off *= 2) sum += gpu::shfl_xor(sum, off);
+        if (g == 0) sSum[n * 8 + warp] = sum;
+        if (corr != 1.f) {
+#pragma unroll
+          for (int mb = 0; mb < 4; ++mb) {
+            o[mb][j] *= corr;
+            o[mb][j + 2] *= corr;
+          }
+        }
+      }
+      fence_proxy_async_shared();  // P^T, for the products' async-proxy reads
+      named_barrier_sync(kWideBarBoth, 256);
+      if (keeper) {  // the running sums of this lane's rows (read by the epilogue after a barrier)
+#pragma unroll 4
+        for (int k = 0; k < 16; ++k) {
+          const int n = row_of(k, c);
+          const float m_old = sM[parity * 64 + n], m_new = sM[(parity ^ 1) * 64 + n];
+          const float corr = m_new == -INFINITY ? 1.f : fast_exp2(m_old - m_new);
+          const float4 x0 = *reinterpret_cast<const float4*>(sSum + n * 8);
+          const float4 x1 = *reinterpret_cast<const float4*>(sSum + n * 8 + 4);
+          sL[n] = sL[n] * corr + (((x0.x + x0.y) + (x0.z + x0.w)) + ((x1.x + x1.y) + (x1.z + x1.w)));
+        }
+      }
+      parity ^= 1;
+      // O^T += V^T P^T over the pair's tiles for this warpgroup's 256 columns: per tile 8 groups
+      // (64-column block mb, 32 tokens h) of two k-steps, pipelined as S^T's.
+#pragma unroll 1
+      for (int t = 0; t < (has1 ? 2 : 1); ++t) {
+        // (the other warpgroup waited for its tile's bytes before the barriers; this wait, on a
+        // phase that cannot move before this warp releases the buffer, passes at once)
+        const int stage = t ? st1 : st0;
+        mbar_wait(&full[stage], t ? ph1 : ph0);
+        const uint32_t raw = sbase + S::kRaw + stage * kMlaRawBytes;
+        const uint64_t p_desc = wgmma_desc_sw128(sbase + S::kPt + t * S::kBlock, 16, 1024);
+        const int valid = kv_len - (u + t) * kMlaTileKeys;  // tokens of the tile before the sequence's end
+        const int lo = wide_launder(lane);
+        auto ot_addr = [&](int gi) {  // tokens 32 (gi % 2) + lane, columns 256 wg + 64 (gi / 2) + 16 ww
+          const int col = 256 * wg + 64 * (gi / 2) + 16 * ww;
+          return raw + (col / 128) * kMlaRawBlock + sw128_offset(32 * (gi % 2) + lo, (col % 128) / 16);
+        };
+        auto keep_of = [&](int h, int sidx) -> uint32_t {
+          const int t0 = 32 * h + 16 * sidx + 2 * (lo % 4);
+          return (t0 < valid ? 0xFFu : 0u) | (t0 + 1 < valid ? 0xFF00u : 0u) | (t0 + 8 < valid ? 0xFF0000u : 0u) |
+                 (t0 + 9 < valid ? 0xFF000000u : 0u);
+        };
+        uint32_t keep[2][2] = {{~0u, ~0u}, {~0u, ~0u}};
+        if (valid < kMlaTileKeys) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int sidx = 0; sidx < 2; ++sidx) keep[h][sidx] = keep_of(h, sidx);
+        }
+        uint32_t rr[4], a[2][8];
+        wide_ldsm_x4_trans(rr, ot_addr(0));
+#pragma unroll
+        for (int gi = 0; gi < 8; ++gi) {
+          wgmma_wait<1>();
+          wide_v_fragments<kE5m2>(a[gi % 2], rr, keep[gi % 2]);
+          if (gi + 1 < 8) wide_ldsm_x4_trans(rr, ot_addr(gi + 1));
+          wgmma_fence();
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int step = 2 * (gi % 2) + h;  // P^T bytes 32 step of each row
+            wgmma_m64n64k16_rs_f16(o[gi / 2], a[gi % 2] + 4 * h, wgmma_desc_advance(p_desc, 32 * step), 1);
+          }
+          wgmma_commit();
+        }
+      }
+      wgmma_wait<0>();
+#pragma unroll
+      for (int mb = 0; mb < 4; ++mb)
+#pragma unroll
+        for (int i = 0; i < 32; ++i) reg_fence(o[mb][i]);
+      // Both raw buffers are done with (this warp's S^T and O^T reads are complete).
+      __syncwarp();
+      if (lane == 0) {
+        mbar_arrive(&empty[st0]);
+        if (has1) mbar_arrive(&empty[st1]);
+      }
+    }
+    if (tiles.end - tiles.begin > 0 && ((tiles.end - tiles.begin) & 1)) use -= 1;  // (the last pair had one tile)
+
+    // Epilogue: each warpgroup writes its 256 columns of the rows (whole sequences to the output,
+    // cut ones as float partials for the merge).
+    if (tw == 0) sBad[kWideStages + wg] = bad ? 1 : 0;
+    named_barrier_sync(kWideBarBoth, 256);
+    const bool any_bad = (sBad[kWideStages] | sBad[kWideStages + 1]) != 0;
+    const int g = wide_launder(lane) / 4, c = wide_launder(lane) % 4;
+    const bool whole = s.seq_pieces[b] == 1;
+    const int slot = whole ? 0 : mla_piece_slot(s, part, b);
+#pragma unroll
+    for (int k = 0; k < 16; ++k) {
+      const int n = row_of(k, c), j = 4 * (k / 2) + k % 2;
+      if (row0 + n >= rows_per_b) continue;
+      const float sum = sL[n];
+      const float inv = mla_row_inverse(sum, kv_scale);
+      const int64_t row = int64_t(b) * rows_per_b + row0 + n;
+      const int64_t ws_row = int64_t(slot) * rows_per_b + row0 + n;
+#pragma unroll
+      for (int mb = 0; mb < 4; ++mb) {
+        const int col = 256 * wg + 64 * mb + 16 * ww + 2 * g;
+        const float y0 = any_bad ? NAN : o[mb][j] * inv, y1 = any_bad ? NAN : o[mb][j + 2] * inv;
+        if (whole) {
+          *reinterpret_cast<uint32_t*>(static_cast<T*>(p.out) + row * kMlaLatentDim + col) = pack2<T>(y0, y1);
+        } else {
+          *reinterpret_cast<float2*>(ws_out + ws_row * kMlaLatentDim + col) = make_float2(y0, y1);
+        }
+      }
+      if (wg == 0 && ww == 0 && g == 0) {
+        const float lse = mla_row_lse(sM[parity * 64 + n], sum, any_bad);
+        if (whole) p.lse[row] = lse;
+        else ws_lse[ws_row] = lse;
+      }
+    }
+  }
+}
+#endif
+
+template <typename T, bool kE5m2>
+__global__ void __launch_bounds__(kWideThreads, 1)
+    mla_fp8_wide_kernel(const MlaDecodeParams p, int page_shift, int row_blocks, const MlaSchedule s,
+                        float* __restrict__ ws_out, float* __restrict__ ws_lse,
+                        const __grid_constant__ CUtensorMap cache_map) {
+#if defined(JP_HAVE_WGMMA)
+  pdl_wait();  // a dependent launch, as the wgmma kernel's (kernel.cuh)
+  if (p.early_dependents) pdl_launch_dependents();
+  mla_fp8_wide_body<T, kE5m2>(p, page_shift, row_blocks, s, ws_out, ws_lse, &cache_map);
+#endif
+}
+
+}  // namespace jaxpaged

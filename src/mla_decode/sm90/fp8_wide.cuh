@@ -32,13 +32,16 @@
 // (partition_schedule.cuh), as the wgmma kernel's grid; 384 threads: warpgroups 0 and 1 compute,
 // warpgroup 2 loads (one thread: mla_fp8_tma_ring, a ring of three raw buffers). The compute
 // warpgroups take a sequence's tiles in pairs, in step:
-//   warpgroup i: S^T of the pair's tile i (its scores, scaled and masked; per row the tile's
-//     maxima over its tokens, to shared memory);
-//   both (named barrier): the pair's maxima, each row's new running maximum (the same in every
-//     thread that holds the row), the probabilities of tile i as P^T (f16, shared memory), the
-//     rescale of O and of the running sums;
-//   both (named barrier): O^T += V^T P^T over both tiles for the warpgroup's 256 columns (128
-//     float accumulators a thread), then both raw buffers are handed back.
+//   warpgroup i: S^T of the pair's tile i (its scores, scaled and masked), and whether any score
+//     passes its row's running maximum by more than 2^8 (a vote: one flag per warp);
+//   both (named barrier): only if one did (a sequence's first pair, then rarely), the pair's row
+//     maxima over the 8 warps (another barrier), each row's new running maximum (the same in
+//     every thread that holds the row) and the rescale of O and of the sums - the maxima move
+//     lazily, so the probabilities stay <= 2^8 and most pairs skip the exchange; then the
+//     probabilities of tile i as P^T (f16, shared memory) and this thread's shares of the sums;
+//   both (named barrier): O^T += V^T P^T over tile 0, then tile 1, for the warpgroup's 256
+//     columns (128 float accumulators a thread), each tile's raw buffer handed back once its
+//     products are done (the loader refills tile 0's while tile 1's run).
 // An S^T accumulator and an O^T accumulator hold the same query rows in a thread (columns 8 j +
 // 2 c + e of the N = 64 side), so a row's maximum, sum and rescale live in the threads that hold
 // its outputs. Tokens past a sequence's end: scores masked by value, V^T's bytes zeroed in the
@@ -68,6 +71,9 @@ constexpr int kWideThreads = 384;  // two compute warpgroups + the loader's (one
 // of A fragments.
 constexpr int kWideComputeRegs = 232, kWideLoaderRegs = 40;
 constexpr int kWideStages = 3;  // raw tile buffers: a pair's two, and the next pair's first
+// A row's running maximum moves only when a score passes it by more than this (log2 domain): the
+// probabilities are then at most 2^8 (f16 holds them), and most pairs skip the rescale.
+constexpr float kWideRescaleLog2 = 8.f;
 
 // Shared memory, byte offsets from a 1024-aligned base.
 struct MlaWideSmem {
@@ -79,8 +85,8 @@ struct MlaWideSmem {
   static constexpr int kMax = kPt + 2 * kBlock;                 // [row][warp] floats: tile maxima
   static constexpr int kSum = kMax + 64 * 8 * 4;                // [row][warp] floats: a pair's row sums
   static constexpr int kM = kSum + 64 * 8 * 4;                  // [parity][row]: running maxima (log2 domain)
-  static constexpr int kL = kM + 2 * 64 * 4;                    // [row]: running sums
-  static constexpr int kQk = kL + 64 * 4;                       // [row]: the row's score scale
+  static constexpr int kFlag = kM + 2 * 64 * 4;                 // [warp]: a score exceeded its row's maximum
+  static constexpr int kQk = kFlag + 8 * 4;                     // [row]: the row's score scale
   static constexpr int kBad = kQk + 64 * 4;                     // [stage] ints, then [warpgroup]
   static constexpr int kBarriers = kBad + 32;                   // full[stages], empty[stages]
   static constexpr size_t kAllocBytes = size_t(kBarriers) + 2 * kWideStages * 8 + 1024;  // + alignment
@@ -165,7 +171,7 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
   float* sMax = reinterpret_cast<float*>(base + S::kMax);
   float* sSum = reinterpret_cast<float*>(base + S::kSum);
   float* sM = reinterpret_cast<float*>(base + S::kM);
-  float* sL = reinterpret_cast<float*>(base + S::kL);
+  int* sFlag = reinterpret_cast<int*>(base + S::kFlag);
   float* sQk = reinterpret_cast<float*>(base + S::kQk);
 
   const int tid = threadIdx.x, lane = tid % 32;
@@ -249,7 +255,6 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
       if (sub == 0) {
         sQk[r] = qk_base * __uint_as_float(uint32_t(127 - k) << 23);
         sM[r] = -INFINITY;  // (parity 0: the sequence's first pair reads it)
-        sL[r] = 0.f;
       }
 #pragma unroll 6
       for (int i = 0; i < 18; ++i) {
@@ -276,9 +281,11 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
     for (int mb = 0; mb < 4; ++mb)
 #pragma unroll
       for (int i = 0; i < 32; ++i) o[mb][i] = 0.f;
-    // The rows' running maxima and sums live in shared memory (registers are O's): every thread
-    // computes its rows' new maxima alike, warp 0's lanes g = 0 (all 64 rows between them) write
-    // them, double-buffered by the pair's parity, and keep the sums.
+    // The rows' running maxima live in shared memory (sM[parity]: registers are O's), this thread's
+    // shares of their sums in l.
+    float l[16];
+#pragma unroll
+    for (int k = 0; k < 16; ++k) l[k] = 0.f;
     int parity = 0;
     bool bad = false;
     // Causal rows see fewer keys; the block's first row sees the fewest.
@@ -332,76 +339,83 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
 #pragma unroll
         for (int i = 0; i < 32; ++i) reg_fence(sacc[i]);
       }
-      // The scores (log2 domain), masked; each row's maximum over this warp's 16 tokens.
+      // The scores (log2 domain), masked, and whether any exceeds its row's running maximum by more
+      // than kWideRescaleLog2 (the maxima move lazily: P = exp2(s - m) stays <= 2^8 otherwise,
+      // and O and the sums keep their scale - most pairs after a sequence's first skip the
+      // maxima's exchange and the rescale).
       int g = wide_launder(lane) / 4, c = wide_launder(lane) % 4;
       const int t_lo = mine * kMlaTileKeys + 16 * ww + g, t_hi = t_lo + 8;
       const bool mask = (mine + 1) * kMlaTileKeys > first_row_end;
+      bool exceed = false;
 #pragma unroll
       for (int k = 0; k < 16; ++k) {
         const int n = row_of(k, c), j = 4 * (k / 2) + k % 2;
-        float tm = -INFINITY;
         if (own) {
           const float qk = sQk[n];
           const int end = mask ? row_end(n) : kv_len;
           sacc[j] = t_lo < end ? sacc[j] * qk : -INFINITY;
           sacc[j + 2] = t_hi < end ? sacc[j + 2] * qk : -INFINITY;
-          tm = fmaxf(sacc[j], sacc[j + 2]);
+          exceed |= fmaxf(sacc[j], sacc[j + 2]) > sM[parity * 64 + n] + kWideRescaleLog2;
         }
-#pragma unroll
-        for (int off = 4; off <= 16; off *= 2) tm = fmaxf(tm, gpu::shfl_xor(tm, off));
-        if (g == 0) sMax[n * 8 + warp] = tm;
       }
+      exceed = gpu::any(exceed);
+      if (lane == 0) sFlag[warp] = exceed ? 1 : 0;
       named_barrier_sync(kWideBarBoth, 256);
-      // The pair's maxima; new running maxima; P^T of this warpgroup's tile and its row sums over
-      // this warp's tokens; O rescaled.
-      unsigned char* pt = base + S::kPt + wg * S::kBlock;
+      {
+        const int4 f0 = *reinterpret_cast<const int4*>(sFlag), f1 = *reinterpret_cast<const int4*>(sFlag + 4);
+        exceed = (f0.x | f0.y | f0.z | f0.w | f1.x | f1.y | f1.z | f1.w) != 0;  // (the same in every thread)
+      }
+      if (exceed) {  // the pair's maxima of the rows over the 8 warps
+#pragma unroll
+        for (int k = 0; k < 16; ++k) {
+          const int n = row_of(k, c), j = 4 * (k / 2) + k % 2;
+          float tm = own ? fmaxf(sacc[j], sacc[j + 2]) : -INFINITY;
+#pragma unroll
+          for (int off = 4; off <= 16; off *= 2) tm = fmaxf(tm, gpu::shfl_xor(tm, off));
+          if (g == 0) sMax[n * 8 + warp] = tm;
+        }
+        named_barrier_sync(kWideBarBoth, 256);
+      }
+      // Per row: if a score passed its maximum, the new running maximum (the same in every thread
+      // that holds the row; warp 0's lanes g = 0, all 64 rows between them, write it, double-
+      // buffered) and O and this thread's sums rescaled; then P^T of this warpgroup's tile (f16)
+      // and this thread's shares of the rows' sums.
       g = wide_launder(lane) / 4;
       c = wide_launder(lane) % 4;
-      const bool keeper = warp == 0 && g == 0;  // writes its rows' maxima, keeps their sums
+      unsigned char* pt = base + S::kPt + wg * S::kBlock;
+      const int tl = 16 * ww + g;  // P^T[n][token]: f16 at byte 2 token of row n's 128
 #pragma unroll
       for (int k = 0; k < 16; ++k) {
         const int n = row_of(k, c), j = 4 * (k / 2) + k % 2;
-        const float4 x0 = *reinterpret_cast<const float4*>(sMax + n * 8);
-        const float4 x1 = *reinterpret_cast<const float4*>(sMax + n * 8 + 4);
-        const float pm = fmaxf(fmaxf(fmaxf(x0.x, x0.y), fmaxf(x0.z, x0.w)), fmaxf(fmaxf(x1.x, x1.y), fmaxf(x1.z, x1.w)));
-        const float m_old = sM[parity * 64 + n];
-        const float m_new = fmaxf(m_old, pm);
-        const float corr = m_new == -INFINITY ? 1.f : fast_exp2(m_old - m_new);
-        if (keeper) sM[(parity ^ 1) * 64 + n] = m_new;
-        const float mbase = m_new == -INFINITY ? 0.f : m_new;
-        float sum = 0.f;
-        if (own) {  // (exp2(-inf) = 0: masked keys)
-          const float p_lo = fast_exp2(sacc[j] - mbase), p_hi = fast_exp2(sacc[j + 2] - mbase);
-          sum = p_lo + p_hi;
-          const int tl = 16 * ww + g;  // P^T[n][token]: f16 at byte 2 token of row n's 128
+        float m = sM[parity * 64 + n];
+        if (exceed) {
+          const float4 x0 = *reinterpret_cast<const float4*>(sMax + n * 8);
+          const float4 x1 = *reinterpret_cast<const float4*>(sMax + n * 8 + 4);
+          const float pm = fmaxf(fmaxf(fmaxf(x0.x, x0.y), fmaxf(x0.z, x0.w)), fmaxf(fmaxf(x1.x, x1.y), fmaxf(x1.z, x1.w)));
+          const float m_new = fmaxf(m, pm);
+          const float corr = m_new == -INFINITY ? 1.f : fast_exp2(m - m_new);
+          m = m_new;
+          if (warp == 0 && g == 0) sM[(parity ^ 1) * 64 + n] = m_new;
+          if (corr != 1.f) {
+            l[k] *= corr;
+#pragma unroll
+            for (int mb = 0; mb < 4; ++mb) {
+              o[mb][j] *= corr;
+              o[mb][j + 2] *= corr;
+            }
+          }
+        }
+        if (own) {
+          const float mbase = m == -INFINITY ? 0.f : m;
+          const float p_lo = fast_exp2(sacc[j] - mbase), p_hi = fast_exp2(sacc[j + 2] - mbase);  // (masked: 0)
+          l[k] += p_lo + p_hi;
           *reinterpret_cast<__half*>(pt + sw128_offset(n, tl / 8) + 2 * (tl % 8)) = __float2half_rn(p_lo);
           *reinterpret_cast<__half*>(pt + sw128_offset(n, tl / 8 + 1) + 2 * (tl % 8)) = __float2half_rn(p_hi);
         }
-#pragma unroll
-        for (int off = 4; off <= 16; off *= 2) sum += gpu::shfl_xor(sum, off);
-        if (g == 0) sSum[n * 8 + warp] = sum;
-        if (corr != 1.f) {
-#pragma unroll
-          for (int mb = 0; mb < 4; ++mb) {
-            o[mb][j] *= corr;
-            o[mb][j + 2] *= corr;
-          }
-        }
       }
+      if (exceed) parity ^= 1;  // (read next after the barrier below)
       fence_proxy_async_shared();  // P^T, for the products' async-proxy reads
       named_barrier_sync(kWideBarBoth, 256);
-      if (keeper) {  // the running sums of this lane's rows (read by the epilogue after a barrier)
-#pragma unroll 4
-        for (int k = 0; k < 16; ++k) {
-          const int n = row_of(k, c);
-          const float m_old = sM[parity * 64 + n], m_new = sM[(parity ^ 1) * 64 + n];
-          const float corr = m_new == -INFINITY ? 1.f : fast_exp2(m_old - m_new);
-          const float4 x0 = *reinterpret_cast<const float4*>(sSum + n * 8);
-          const float4 x1 = *reinterpret_cast<const float4*>(sSum + n * 8 + 4);
-          sL[n] = sL[n] * corr + (((x0.x + x0.y) + (x0.z + x0.w)) + ((x1.x + x1.y) + (x1.z + x1.w)));
-        }
-      }
-      parity ^= 1;
       // O^T += V^T P^T over the pair's tiles for this warpgroup's 256 columns: per tile 8 groups
       // (64-column block mb, 32 tokens h) of two k-steps, pipelined as S^T's.
 #pragma unroll 1
@@ -423,6 +437,8 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
           return (t0 < valid ? 0xFFu : 0u) | (t0 + 1 < valid ? 0xFF00u : 0u) | (t0 + 8 < valid ? 0xFF0000u : 0u) |
                  (t0 + 9 < valid ? 0xFF000000u : 0u);
         };
+        // (masks of all ones but in a sequence's last tile; a variant without them, as a second
+        // instance of this loop, made ptxas serialize the kernel's wgmma for registers: C7512)
         uint32_t keep[2][2] = {{~0u, ~0u}, {~0u, ~0u}};
         if (valid < kMlaTileKeys) {
 #pragma unroll
@@ -445,23 +461,31 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
           }
           wgmma_commit();
         }
-      }
-      wgmma_wait<0>();
+        // The tile's buffer is done with (both warpgroups' S^T of it passed the barriers, and this
+        // warpgroup's products are complete): the loader may refill it while tile 1's run.
+        wgmma_wait<0>();
 #pragma unroll
-      for (int mb = 0; mb < 4; ++mb)
+        for (int mb = 0; mb < 4; ++mb)
 #pragma unroll
-        for (int i = 0; i < 32; ++i) reg_fence(o[mb][i]);
-      // Both raw buffers are done with (this warp's S^T and O^T reads are complete).
-      __syncwarp();
-      if (lane == 0) {
-        mbar_arrive(&empty[st0]);
-        if (has1) mbar_arrive(&empty[st1]);
+          for (int i = 0; i < 32; ++i) reg_fence(o[mb][i]);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&empty[stage]);
       }
     }
     if (tiles.end - tiles.begin > 0 && ((tiles.end - tiles.begin) & 1)) use -= 1;  // (the last pair had one tile)
 
-    // Epilogue: each warpgroup writes its 256 columns of the rows (whole sequences to the output,
-    // cut ones as float partials for the merge).
+    // Epilogue: each row's sum over the 8 warps' shares; each warpgroup writes its 256 columns
+    // (whole sequences to the output, cut ones as float partials for the merge).
+    {
+      const int ce = wide_launder(lane) % 4;
+#pragma unroll
+      for (int k = 0; k < 16; ++k) {
+        float x = l[k];
+#pragma unroll
+        for (int off = 4; off <= 16; off *= 2) x += gpu::shfl_xor(x, off);
+        if (lane < 4) sSum[row_of(k, ce) * 8 + warp] = x;
+      }
+    }
     if (tw == 0) sBad[kWideStages + wg] = bad ? 1 : 0;
     named_barrier_sync(kWideBarBoth, 256);
     const bool any_bad = (sBad[kWideStages] | sBad[kWideStages + 1]) != 0;
@@ -472,7 +496,9 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
     for (int k = 0; k < 16; ++k) {
       const int n = row_of(k, c), j = 4 * (k / 2) + k % 2;
       if (row0 + n >= rows_per_b) continue;
-      const float sum = sL[n];
+      const float4 x0 = *reinterpret_cast<const float4*>(sSum + n * 8);
+      const float4 x1 = *reinterpret_cast<const float4*>(sSum + n * 8 + 4);
+      const float sum = ((x0.x + x0.y) + (x0.z + x0.w)) + ((x1.x + x1.y) + (x1.z + x1.w));
       const float inv = mla_row_inverse(sum, kv_scale);
       const int64_t row = int64_t(b) * rows_per_b + row0 + n;
       const int64_t ws_row = int64_t(slot) * rows_per_b + row0 + n;

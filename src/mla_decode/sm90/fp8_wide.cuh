@@ -52,6 +52,8 @@
 
 #include <cuda.h>  // CUtensorMap
 
+#include <type_traits>
+
 #include "common/fp8.cuh"
 #include "common/gpu_math.cuh"
 #include "common/masking.h"
@@ -130,31 +132,41 @@ __device__ __forceinline__ void wgmma_m64n64k16_rs_f16(float (&d)[32], const uin
         "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
 }
+// The four fp8 values of w as two f16x2 (lo: bytes 0, 1; hi: bytes 2, 3). The halves are split
+// with a mov, so the conversions read them in place (F2FP's .H1 operand): no shift or mask per pair
+// (fp8x2_to_half2_bits masks the low half and a shift feeds the high one).
+template <bool kE5m2>
+__device__ __forceinline__ void wide_fp8x4_to_f16x2(uint32_t w, uint32_t& lo, uint32_t& hi) {
+  if constexpr (kE5m2) {
+    asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e5m2x2 %0, l;\ncvt.rn.f16x2.e5m2x2 %1, h;\n}\n"
+        : "=r"(lo), "=r"(hi)
+        : "r"(w));
+  } else {
+    asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\ncvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
+        : "=r"(lo), "=r"(hi)
+        : "r"(w));
+  }
+}
 // S^T's A fragments of k-steps 2 kk and 2 kk + 1 from an ldmatrix x4 of the raw tile (raw[0]: token
 // g, bytes 4c .. 4c + 3 of the first 16 dims; raw[1]: token g + 8; raw[2], raw[3]: the next 16).
 template <bool kE5m2>
 __device__ __forceinline__ void wide_k_fragments(uint32_t* set, const uint32_t (&raw)[4]) {
 #pragma unroll
   for (int s = 0; s < 2; ++s) {
-    set[4 * s + 0] = fp8x2_to_half2_bits(raw[2 * s], kE5m2);
-    set[4 * s + 1] = fp8x2_to_half2_bits(raw[2 * s + 1], kE5m2);
-    set[4 * s + 2] = fp8x2_to_half2_bits(raw[2 * s] >> 16, kE5m2);
-    set[4 * s + 3] = fp8x2_to_half2_bits(raw[2 * s + 1] >> 16, kE5m2);
+    wide_fp8x4_to_f16x2<kE5m2>(raw[2 * s], set[4 * s + 0], set[4 * s + 2]);
+    wide_fp8x4_to_f16x2<kE5m2>(raw[2 * s + 1], set[4 * s + 1], set[4 * s + 3]);
   }
 }
 // O^T's A fragments of two k-steps (32 tokens) from an ldmatrix x4 .trans of the raw tile (raw[q]:
-// tokens 8 q + 2c, + 1 x columns 2g, 2g + 1), tokens past the sequence's end zeroed: keep[s] masks
-// the bytes of k-step s (tokens 16 s + 2c, + 1, + 8, + 9 of the 32).
+// tokens 8 q + 2c, + 1 x columns 2g, 2g + 1; a sequence's rows past its end are zeroed in the tile).
 template <bool kE5m2>
-__device__ __forceinline__ void wide_v_fragments(uint32_t* set, const uint32_t (&raw)[4], const uint32_t (&keep)[2]) {
+__device__ __forceinline__ void wide_v_fragments(uint32_t* set, const uint32_t (&raw)[4]) {
 #pragma unroll
   for (int s = 0; s < 2; ++s) {
-    const uint32_t even = __byte_perm(raw[2 * s], raw[2 * s + 1], 0x6420) & keep[s];  // column 2g
-    const uint32_t odd = __byte_perm(raw[2 * s], raw[2 * s + 1], 0x7531) & keep[s];   // column 2g + 1
-    set[4 * s + 0] = fp8x2_to_half2_bits(even, kE5m2);
-    set[4 * s + 1] = fp8x2_to_half2_bits(odd, kE5m2);
-    set[4 * s + 2] = fp8x2_to_half2_bits(even >> 16, kE5m2);
-    set[4 * s + 3] = fp8x2_to_half2_bits(odd >> 16, kE5m2);
+    const uint32_t even = __byte_perm(raw[2 * s], raw[2 * s + 1], 0x6420);  // column 2g
+    const uint32_t odd = __byte_perm(raw[2 * s], raw[2 * s + 1], 0x7531);   // column 2g + 1
+    wide_fp8x4_to_f16x2<kE5m2>(even, set[4 * s + 0], set[4 * s + 2]);
+    wide_fp8x4_to_f16x2<kE5m2>(odd, set[4 * s + 1], set[4 * s + 3]);
   }
 }
 
@@ -346,17 +358,28 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
       int g = wide_launder(lane) / 4, c = wide_launder(lane) % 4;
       const int t_lo = mine * kMlaTileKeys + 16 * ww + g, t_hi = t_lo + 8;
       const bool mask = (mine + 1) * kMlaTileKeys > first_row_end;
+      // (each condition tested once around an unrolled loop: tested per row, the branches and the
+      // masked rows' divisions were a large part of this phase's instructions)
       bool exceed = false;
+      auto score_rows = [&](auto masked) {
 #pragma unroll
-      for (int k = 0; k < 16; ++k) {
-        const int n = row_of(k, c), j = 4 * (k / 2) + k % 2;
-        if (own) {
+        for (int k = 0; k < 16; ++k) {
+          const int n = row_of(k, c), j = 4 * (k / 2) + k % 2;
           const float qk = sQk[n];
-          const int end = mask ? row_end(n) : kv_len;
-          sacc[j] = t_lo < end ? sacc[j] * qk : -INFINITY;
-          sacc[j + 2] = t_hi < end ? sacc[j + 2] * qk : -INFINITY;
+          if constexpr (decltype(masked)::value) {
+            const int end = row_end(n);
+            sacc[j] = t_lo < end ? sacc[j] * qk : -INFINITY;
+            sacc[j + 2] = t_hi < end ? sacc[j + 2] * qk : -INFINITY;
+          } else {  // (every token of the tile is before every row's end)
+            sacc[j] *= qk;
+            sacc[j + 2] *= qk;
+          }
           exceed |= fmaxf(sacc[j], sacc[j + 2]) > sM[parity * 64 + n] + kWideRescaleLog2;
         }
+      };
+      if (own) {
+        if (mask) score_rows(std::true_type{});
+        else score_rows(std::false_type{});
       }
       exceed = gpu::any(exceed);
       if (lane == 0) sFlag[warp] = exceed ? 1 : 0;
@@ -365,7 +388,10 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
         const int4 f0 = *reinterpret_cast<const int4*>(sFlag), f1 = *reinterpret_cast<const int4*>(sFlag + 4);
         exceed = (f0.x | f0.y | f0.z | f0.w | f1.x | f1.y | f1.z | f1.w) != 0;  // (the same in every thread)
       }
-      if (exceed) {  // the pair's maxima of the rows over the 8 warps
+      if (exceed) {
+        // The pair's maxima of the rows over the 8 warps; each row's new running maximum (the same
+        // in every thread that holds the row; warp 0's lanes g = 0, all 64 rows between them, write
+        // it to the other buffer); O and this thread's sums rescaled.
 #pragma unroll
         for (int k = 0; k < 16; ++k) {
           const int n = row_of(k, c), j = 4 * (k / 2) + k % 2;
@@ -375,26 +401,17 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
           if (g == 0) sMax[n * 8 + warp] = tm;
         }
         named_barrier_sync(kWideBarBoth, 256);
-      }
-      // Per row: if a score passed its maximum, the new running maximum (the same in every thread
-      // that holds the row; warp 0's lanes g = 0, all 64 rows between them, write it, double-
-      // buffered) and O and this thread's sums rescaled; then P^T of this warpgroup's tile (f16)
-      // and this thread's shares of the rows' sums.
-      g = wide_launder(lane) / 4;
-      c = wide_launder(lane) % 4;
-      unsigned char* pt = base + S::kPt + wg * S::kBlock;
-      const int tl = 16 * ww + g;  // P^T[n][token]: f16 at byte 2 token of row n's 128
+        g = wide_launder(lane) / 4;
+        c = wide_launder(lane) % 4;
 #pragma unroll
-      for (int k = 0; k < 16; ++k) {
-        const int n = row_of(k, c), j = 4 * (k / 2) + k % 2;
-        float m = sM[parity * 64 + n];
-        if (exceed) {
+        for (int k = 0; k < 16; ++k) {
+          const int n = row_of(k, c), j = 4 * (k / 2) + k % 2;
           const float4 x0 = *reinterpret_cast<const float4*>(sMax + n * 8);
           const float4 x1 = *reinterpret_cast<const float4*>(sMax + n * 8 + 4);
           const float pm = fmaxf(fmaxf(fmaxf(x0.x, x0.y), fmaxf(x0.z, x0.w)), fmaxf(fmaxf(x1.x, x1.y), fmaxf(x1.z, x1.w)));
+          const float m = sM[parity * 64 + n];
           const float m_new = fmaxf(m, pm);
           const float corr = m_new == -INFINITY ? 1.f : fast_exp2(m - m_new);
-          m = m_new;
           if (warp == 0 && g == 0) sM[(parity ^ 1) * 64 + n] = m_new;
           if (corr != 1.f) {
             l[k] *= corr;
@@ -405,7 +422,19 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
             }
           }
         }
-        if (own) {
+        parity ^= 1;
+        named_barrier_sync(kWideBarBoth, 256);  // (the new maxima, for every thread's P below)
+      }
+      // P^T of this warpgroup's tile (f16) and this thread's shares of the rows' sums.
+      if (own) {
+        g = wide_launder(lane) / 4;
+        c = wide_launder(lane) % 4;
+        unsigned char* pt = base + S::kPt + wg * S::kBlock;
+        const int tl = 16 * ww + g;  // P^T[n][token]: f16 at byte 2 token of row n's 128
+#pragma unroll
+        for (int k = 0; k < 16; ++k) {
+          const int n = row_of(k, c), j = 4 * (k / 2) + k % 2;
+          const float m = sM[parity * 64 + n];
           const float mbase = m == -INFINITY ? 0.f : m;
           const float p_lo = fast_exp2(sacc[j] - mbase), p_hi = fast_exp2(sacc[j + 2] - mbase);  // (masked: 0)
           l[k] += p_lo + p_hi;
@@ -413,7 +442,19 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
           *reinterpret_cast<__half*>(pt + sw128_offset(n, tl / 8 + 1) + 2 * (tl % 8)) = __float2half_rn(p_hi);
         }
       }
-      if (exceed) parity ^= 1;  // (read next after the barrier below)
+      // The copy engine brings whole pages, so in a sequence's last tile the rows past kv_len hold
+      // whatever the page holds there (maybe NaN, and 0 x NaN is NaN): the tile's warpgroup zeroes
+      // their latent bytes now that its S^T is done with them (their scores are masked by
+      // position), before both warpgroups' O^T read them as V after the barrier below (the fence
+      // there also orders these stores before the copy engine's next write of the buffer).
+      const int valid = kv_len - mine * kMlaTileKeys;
+      if (own && valid < kMlaTileKeys) {
+        unsigned char* rawp = base + S::kRaw + (wg ? st1 : st0) * kMlaRawBytes;
+        for (int i = tw; i < (kMlaTileKeys - valid) * 32; i += 128) {  // (row, latent block, 16 bytes)
+          const int row = valid + i / 32, blk = (i / 8) % 4, chunk = i % 8;
+          *reinterpret_cast<int4*>(rawp + blk * kMlaRawBlock + row * 128 + chunk * 16) = make_int4(0, 0, 0, 0);
+        }
+      }
       fence_proxy_async_shared();  // P^T, for the products' async-proxy reads
       named_barrier_sync(kWideBarBoth, 256);
       // O^T += V^T P^T over the pair's tiles for this warpgroup's 256 columns: per tile 8 groups
@@ -426,32 +467,17 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
         mbar_wait(&full[stage], t ? ph1 : ph0);
         const uint32_t raw = sbase + S::kRaw + stage * kMlaRawBytes;
         const uint64_t p_desc = wgmma_desc_sw128(sbase + S::kPt + t * S::kBlock, 16, 1024);
-        const int valid = kv_len - (u + t) * kMlaTileKeys;  // tokens of the tile before the sequence's end
         const int lo = wide_launder(lane);
         auto ot_addr = [&](int gi) {  // tokens 32 (gi % 2) + lane, columns 256 wg + 64 (gi / 2) + 16 ww
           const int col = 256 * wg + 64 * (gi / 2) + 16 * ww;
           return raw + (col / 128) * kMlaRawBlock + sw128_offset(32 * (gi % 2) + lo, (col % 128) / 16);
         };
-        auto keep_of = [&](int h, int sidx) -> uint32_t {
-          const int t0 = 32 * h + 16 * sidx + 2 * (lo % 4);
-          return (t0 < valid ? 0xFFu : 0u) | (t0 + 1 < valid ? 0xFF00u : 0u) | (t0 + 8 < valid ? 0xFF0000u : 0u) |
-                 (t0 + 9 < valid ? 0xFF000000u : 0u);
-        };
-        // (masks of all ones but in a sequence's last tile; a variant without them, as a second
-        // instance of this loop, made ptxas serialize the kernel's wgmma for registers: C7512)
-        uint32_t keep[2][2] = {{~0u, ~0u}, {~0u, ~0u}};
-        if (valid < kMlaTileKeys) {
-#pragma unroll
-          for (int h = 0; h < 2; ++h)
-#pragma unroll
-            for (int sidx = 0; sidx < 2; ++sidx) keep[h][sidx] = keep_of(h, sidx);
-        }
         uint32_t rr[4], a[2][8];
         wide_ldsm_x4_trans(rr, ot_addr(0));
 #pragma unroll
         for (int gi = 0; gi < 8; ++gi) {
           wgmma_wait<1>();
-          wide_v_fragments<kE5m2>(a[gi % 2], rr, keep[gi % 2]);
+          wide_v_fragments<kE5m2>(a[gi % 2], rr);
           if (gi + 1 < 8) wide_ldsm_x4_trans(rr, ot_addr(gi + 1));
           wgmma_fence();
 #pragma unroll

@@ -60,6 +60,22 @@ RS8 = """// m64n{N}k32, fp8 A from registers (4 x 32 bits per thread: the mma.m1
 """
 
 
+# 16-bit A from registers, B K-major (the wide fp8 MLA kernel's S^T = K Q^T and O^T = V^T P^T: the
+# cache's fp8 values converted to f16 in registers; NOTES item 47, tools/wgmma_rega_probe.cu).
+RSK = """// m64n{N}k16, A from registers (4 x 32 bits per thread, the mma.m16n8k16 A layout per warp),
+// B from shared memory K-major. D (+)= A * B.
+#define JP_WGMMA_M64N{N}K16_RS(TY)                                                         \\
+  __device__ __forceinline__ void wgmma_m64n{N}k16_rs_##TY(float (&d)[{R}], const uint32_t* a, \\
+                                                          uint64_t desc_b, int accumulate) { \\
+    asm volatile("{\\n.reg .pred p;\\nsetp.ne.b32 p, %{P}, 0;\\n"                          \\
+                 "wgmma.mma_async.sync.aligned.m64n{N}k16.f32." #TY "." #TY " "           \\
+                 "{{{dregs}}}, {{%{A0}, %{A1}, %{A2}, %{A3}}}, %{B}, p, 1, 1, 0;\\n}}\\n"      \\
+                 : {douts}                                                              \\
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate)); \\
+  }}
+"""
+
+
 # fp8 with both operands in shared memory, A and B of their own fp8 formats (the narrow fp8 MLA
 # kernel's m64n32k32: A the cache's e4m3 or e5m2, B the split queries or probabilities, e4m3).
 SS8AB = """// m64n{N}k32, fp8 A (TA) and B (TB: e4m3 / e5m2) from shared memory (descriptors), both
@@ -78,7 +94,7 @@ SS8AB = """// m64n{N}k32, fp8 A (TA) and B (TB: e4m3 / e5m2) from shared memory 
 
 
 def f8(template, n):
-    """An fp8 template for m64n{n}k32."""
+    """An fp8 template for m64n{n}k32 (or RSK's m64n{n}k16: the same operand numbering)."""
     r = n // 2
     fields = {"{N}": n, "{R}": r, "{A}": r, "{B}": r + 1, "{P}": r + 2}
     if "{A0}" in template:
@@ -111,3 +127,5 @@ with open("src/common/sm90/wgmma_ops.inc", "w") as f:
     f.write(f8(SS8AB, 256))  # fp8 operands: O += P V^T', P from shared memory (the peer's tile)
     f.write("\n\n")
     f.write(f8(SS8AB, 32))  # the narrow fp8 kernel's S^T and O^T products
+    f.write("\n\n")
+    f.write(f8(RSK, 64))  # the wide fp8 kernel's S^T and O^T products, A converted in registers

@@ -90,6 +90,21 @@ JP_WGMMA_M64N256K16_SS_TRANSB(f16)
 
 JP_WGMMA_M64N32K32_SS_F8AB(e4m3, e4m3)
 JP_WGMMA_M64N32K32_SS_F8AB(e5m2, e4m3)
+JP_WGMMA_M64N64K16_RS(f16)
+
+// ldmatrix of four 8 x 8 matrices of 16-bit elements (x4), and the same transposed (.trans): lanes
+// 8 q .. 8 q + 7 give the row addresses of matrix q; register q receives it in the mma fragment
+// layout (the fp8 kernels read byte pairs of raw fp8 tiles with them).
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
 
 // m64n32k32 fp8 product with A of the cache's format (kE5m2: e5m2, else e4m3) and B e4m3.
 template <bool kE5m2>

@@ -108,30 +108,6 @@ __device__ __forceinline__ int wide_launder(int x) {
   asm volatile("" : "+r"(x));
   return x;
 }
-__device__ __forceinline__ void wide_ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-__device__ __forceinline__ void wide_ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-// m64n64k16 f16, A from registers (the mma.m16n8k16 A layout per warp), B K-major. D (+)= A * B.
-__device__ __forceinline__ void wgmma_m64n64k16_rs_f16(float (&d)[32], const uint32_t* a, uint64_t desc_b,
-                                                       int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "
-      "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
-}
 // The four fp8 values of w as two f16x2 (lo: bytes 0, 1; hi: bytes 2, 3). The halves are split
 // with a mov, so the conversions read them in place (F2FP's .H1 operand): no shift or mask per pair
 // (fp8x2_to_half2_bits masks the low half and a shift feeds the high one).
@@ -332,12 +308,12 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
           return raw + (col / 128) * kMlaRawBlock + sw128_offset(st_tok, (col % 128) / 16);
         };
         uint32_t rr[4], a[2][8];
-        wide_ldsm_x4(rr, st_addr(0));
+        ldsm_x4(rr, st_addr(0));
 #pragma unroll
         for (int kk = 0; kk < 18; ++kk) {
           wgmma_wait<1>();  // the group that last read set kk % 2 is done
           wide_k_fragments<kE5m2>(a[kk % 2], rr);
-          if (kk + 1 < 18) wide_ldsm_x4(rr, st_addr(kk + 1));
+          if (kk + 1 < 18) ldsm_x4(rr, st_addr(kk + 1));
           wgmma_fence();
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
@@ -473,12 +449,12 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
           return raw + (col / 128) * kMlaRawBlock + sw128_offset(32 * (gi % 2) + lo, (col % 128) / 16);
         };
         uint32_t rr[4], a[2][8];
-        wide_ldsm_x4_trans(rr, ot_addr(0));
+        ldsm_x4_trans(rr, ot_addr(0));
 #pragma unroll
         for (int gi = 0; gi < 8; ++gi) {
           wgmma_wait<1>();
           wide_v_fragments<kE5m2>(a[gi % 2], rr);
-          if (gi + 1 < 8) wide_ldsm_x4_trans(rr, ot_addr(gi + 1));
+          if (gi + 1 < 8) ldsm_x4_trans(rr, ot_addr(gi + 1));
           wgmma_fence();
 #pragma unroll
           for (int h = 0; h < 2; ++h) {

@@ -3,7 +3,8 @@
 # bench, serving (bench/serving_ops.py), sanitize (tools/sanitize_driver.cu under compute-sanitizer),
 # profile (ncu of one bench config, ours and FlashMLA: see the profile block below).
 #   bash bench/device_run.sh test|bench|serving|sanitize|profile|all|MODE,MODE,.. [extra pytest args]
-# BENCH_ARGS: extra bench.py arguments (e.g. "--only decode_b64_ctx4k"); SANITIZE_TOOLS: which
+# BENCH_ARGS: extra bench.py arguments (e.g. "--only decode_b64_ctx4k"); BENCH_PARTS=2: the full
+# bench as two parts in this one call, merged here (logs bench_part{1,2}.log); SANITIZE_TOOLS: which
 # tools (default "memcheck racecheck synccheck initcheck"; SANITIZE_ARGS: driver flags, e.g.
 # --mla-only; "memcheck_portable" runs memcheck with
 # JAXPAGED_PORTABLE_KERNELS=1). The sanitizer's build starts in the background at once; its tools
@@ -104,7 +105,21 @@ if has test; then
 fi
 if has bench; then
   wait_sanitizers
-  python3 "$REPO/bench/bench.py" --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" || status=1
+  if [[ ${BENCH_PARTS:-1} -gt 1 ]]; then
+    # The full run in one call (about 480 s with a 90a build): each part's records outside $OUT
+    # (the device tool returns only a few files, and a lost part's records cost a call in session
+    # 26), merged into $OUT's RESULTS.md / <gpu>.json / plot; the parts' logs stay under $OUT.
+    parts=()
+    for ((k = 1; k <= BENCH_PARTS; k++)); do
+      python3 "$REPO/bench/bench.py" --out "/tmp/bench_part$k" --part "$k/$BENCH_PARTS" ${BENCH_ARGS:-} \
+        > "$OUT/bench_part$k.log" 2>&1 || status=1
+      tail -3 "$OUT/bench_part$k.log"
+      for f in /tmp/bench_part$k/*.json; do [[ $f == *_ours.json ]] || parts+=("$f"); done
+    done
+    python3 "$REPO/bench/bench.py" --out "$OUT" --merge "${parts[@]}" 2>&1 | tail -3 || status=1
+  else
+    python3 "$REPO/bench/bench.py" --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" || status=1
+  fi
 fi
 if has profile && [[ $MODE != all ]]; then
   # ncu --set full of one bench config's kernels (PROFILE_CONFIG, default mla_h128_b4_ctx4k): ours

@@ -252,6 +252,28 @@ __device__ __forceinline__ void st_convert(uint32_t* set, const uint32_t (&raw)[
     set[4 * s + 3] = e4m3x2_to_f16x2(raw[2 * s + 1] >> 16);
   }
 }
+// S^T's A fragments as a 656-byte row's bf16 reading would make them (SMODE 4, timing only): each
+// e4m3 pair to f16x2 (the halves split by a mov, as the wide kernel does), then to two floats, times
+// its token's group scale, rounded to bf16x2 - value x scale in bf16, ds_dequant="bfloat16"'s rule.
+__device__ __forceinline__ uint32_t scaled_bf16x2(uint32_t h2, float scale) {
+  const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h2));
+  const __nv_bfloat162 b = __floats2bfloat162_rn(f.x * scale, f.y * scale);
+  return *reinterpret_cast<const uint32_t*>(&b);
+}
+__device__ __forceinline__ void st_convert_656(uint32_t* set, const uint32_t (&raw)[4], float sc_lo, float sc_hi) {
+#pragma unroll
+  for (int s = 0; s < 2; ++s) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {  // raw[2s]: token g (scale sc_lo); raw[2s + 1]: token g + 8
+      uint32_t lo, hi;
+      asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\ncvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
+          : "=r"(lo), "=r"(hi)
+          : "r"(raw[2 * s + r]));
+      set[4 * s + r] = scaled_bf16x2(lo, r ? sc_hi : sc_lo);
+      set[4 * s + 2 + r] = scaled_bf16x2(hi, r ? sc_hi : sc_lo);
+    }
+  }
+}
 // O^T's A fragments of two k-steps from raw (an ldmatrix x4 .trans of the V tile).
 __device__ __forceinline__ void ot_convert(uint32_t* set, const uint32_t (&raw)[4]) {
 #pragma unroll
@@ -330,6 +352,23 @@ __global__ void __launch_bounds__(128 * WGS) timing_kernel(const uint8_t* kv, in
         jp::wgmma_fence();
 #pragma unroll
         for (int s = 0; s < 2; ++s) wgmma_m64n64k16_rs_f16(d, a[kk % 2] + 4 * s, q_desc(2 * kk + s), 1);
+        jp::wgmma_commit();
+      }
+    } else if constexpr (SMODE == 4) {
+      // 656-byte rows read in bf16 (timing only: the values are the K tile's bytes, the scales
+      // this thread's two tokens' per group, Q^T's bytes read as bf16), pipelined as SMODE 3, SG 2.
+      uint32_t raw[4], a[2][8];
+      const float sc_lo = 1.f + 0.125f * (lane % 8), sc_hi = 0.75f + 0.125f * (lane % 8);
+      ldsm_x4(raw, st_addr(0));
+#pragma unroll
+      for (int g = 0; g < 18; ++g) {
+        jp::wgmma_wait<1>();
+        const float grp = 1.f + 0.25f * (g / 4);  // (a different scale per 128 columns)
+        st_convert_656(a[g % 2], raw, sc_lo * grp, sc_hi * grp);
+        if (g + 1 < 18) ldsm_x4(raw, st_addr(g + 1));
+        jp::wgmma_fence();
+#pragma unroll
+        for (int s = 0; s < 2; ++s) jp::wgmma_m64n64k16_rs_bf16(d, a[g % 2] + 4 * s, q_desc(2 * g + s), 1);
         jp::wgmma_commit();
       }
     } else {
@@ -446,6 +485,10 @@ static void timing_table(const uint8_t* d_kv, long long* d_cycles, int reps) {
   ROW(3, 4, 3, 2, 2, "design, 2 warpgroups = one pair of tiles x 64 rows (tensor ~4200)");
   ROW(3, 6, 3, 2, 2, "design sg6, 2 warpgroups");
   ROW(1, 2, 1, 2, 2, "design's products with registers once, 2 warpgroups");
+  // (session 26, NOTES item 47 n: not yet run)
+  ROW(4, 2, 1, 0, 1, "S^T of 656-byte rows in bf16 (value x scale per token and group)");
+  ROW(4, 2, 1, 0, 2, "S^T of 656-byte rows in bf16, 2 warpgroups");
+  ROW(4, 2, 3, 2, 2, "656 design (S^T bf16 scaled, O^T as fp8's), 2 warpgroups");
 #undef ROW
   cudaFree(d_sink);
 }

@@ -91,6 +91,7 @@ JP_WGMMA_M64N256K16_SS_TRANSB(f16)
 JP_WGMMA_M64N32K32_SS_F8AB(e4m3, e4m3)
 JP_WGMMA_M64N32K32_SS_F8AB(e5m2, e4m3)
 JP_WGMMA_M64N64K16_RS(f16)
+JP_WGMMA_M64N64K16_RS(bf16)  // (tools/wgmma_rega_probe.cu's timing of a bf16 reading of 656-byte rows)
 
 // ldmatrix of four 8 x 8 matrices of 16-bit elements (x4), and the same transposed (.trans): lanes
 // 8 q .. 8 q + 7 give the row addresses of matrix q; register q receives it in the mma fragment

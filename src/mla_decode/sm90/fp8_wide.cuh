@@ -54,7 +54,6 @@
 
 #include <type_traits>
 
-#include "common/fp8.cuh"
 #include "common/gpu_math.cuh"
 #include "common/masking.h"
 #include "common/pdl.cuh"
@@ -69,8 +68,8 @@ namespace jaxpaged {
 
 constexpr int kWideThreads = 384;  // two compute warpgroups + the loader's (one thread works)
 // Registers per thread after the loader warpgroup hands its share over (3 x 168 in all): a compute
-// thread holds O^T's 128 accumulators, S^T's 32, its 16 rows' maxima and sums, and a few k-steps
-// of A fragments.
+// thread holds O^T's 128 accumulators, S^T's 32, its shares of its 16 rows' sums, and a few
+// k-steps of A fragments (the rows' running maxima are in shared memory).
 constexpr int kWideComputeRegs = 232, kWideLoaderRegs = 40;
 constexpr int kWideStages = 3;  // raw tile buffers: a pair's two, and the next pair's first
 // A row's running maximum moves only when a score passes it by more than this (log2 domain): the
@@ -84,8 +83,8 @@ struct MlaWideSmem {
   static constexpr int kQ = 0;
   static constexpr int kRaw = kQ + kQBlocks * kBlock;           // [stage]
   static constexpr int kPt = kRaw + kWideStages * kMlaRawBytes;  // [tile of the pair]: P^T, 64 rows x 64 tokens f16
-  static constexpr int kMax = kPt + 2 * kBlock;                 // [row][warp] floats: tile maxima
-  static constexpr int kSum = kMax + 64 * 8 * 4;                // [row][warp] floats: a pair's row sums
+  static constexpr int kMax = kPt + 2 * kBlock;                 // [row][warp] floats: a pair's maxima
+  static constexpr int kSum = kMax + 64 * 8 * 4;                // [row][warp] floats: the sums (epilogue)
   static constexpr int kM = kSum + 64 * 8 * 4;                  // [parity][row]: running maxima (log2 domain)
   static constexpr int kFlag = kM + 2 * 64 * 4;                 // [warp]: a score exceeded its row's maximum
   static constexpr int kQk = kFlag + 8 * 4;                     // [row]: the row's score scale
@@ -110,7 +109,7 @@ __device__ __forceinline__ int wide_launder(int x) {
 }
 // The four fp8 values of w as two f16x2 (lo: bytes 0, 1; hi: bytes 2, 3). The halves are split
 // with a mov, so the conversions read them in place (F2FP's .H1 operand): no shift or mask per pair
-// (fp8x2_to_half2_bits masks the low half and a shift feeds the high one).
+// (common/fp8.cuh's fp8x2_to_half2_bits masks the low half and a shift feeds the high one).
 template <bool kE5m2>
 __device__ __forceinline__ void wide_fp8x4_to_f16x2(uint32_t w, uint32_t& lo, uint32_t& hi) {
   if constexpr (kE5m2) {

@@ -8,6 +8,7 @@
 # all are built at once into their own folders, then `bench.py --ours-only` runs ROUNDS times per
 # variant, variants alternating, so drift of the machine shows up as spread rather than as a gain.
 # Each variant runs its own tree's bench/bench.py (the bench may change with the package).
+# ROUNDS=0 only builds.
 set -uo pipefail
 ROUNDS=$1
 shift
@@ -32,6 +33,9 @@ for v in "${VARIANTS[@]}"; do
     src=$tree
   fi
   TREE[$name]=$(cd "$src" && pwd)
+  # AB_REUSE=1: keep a variant already built by an earlier ab.sh in this machine's session
+  # (e.g. `bash bench/ab.sh 0 ...` builds only; tests can run on /tmp/ab_NAME before the timing).
+  [[ -n ${AB_REUSE:-} && -d /tmp/ab_$name/jaxpaged ]] && continue
   python3 -m pip install --no-build-isolation --no-deps --target "/tmp/ab_$name" "$src" \
     > "$OUT/build_$name.log" 2>&1 || echo "BUILD FAILED: $name" &
 done

@@ -129,11 +129,6 @@ def test_mla_quantized_caches_match_reference(rng, fmt, heads, s_q, page_size, c
     assert_close(vout[0], ref_out, Q_DTYPE)
 
 
-# Known deviation on Hopper (found by session 26's review, not yet fixed on the GPU): the three
-# Hopper kernels' epilogues multiply such a row's O (0 x NaN = NaN) by 1 / sum = 0. The fix - a
-# select on sum == 0, bench/experiments/2026-11-26_mla_row_without_keys_zero.patch - changed the
-# narrow kernel's code (ptxas then injects a warpgroup.wait, C7517), so it waits for a GPU A/B.
-@pytest.mark.xfail(HOPPER, reason="Hopper epilogues: 0 x NaN in a keyless row (NOTES item 47 k)", strict=True)
 @pytest.mark.parametrize("fmt", ["bf16", "fp8 combined", "fp8 combined e5m2"])
 @pytest.mark.parametrize("heads", [4, 32])
 def test_mla_row_without_keys_is_zero_beside_nan_values(rng, fmt, heads):

@@ -106,6 +106,13 @@ __device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) {
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
 }
+// stmatrix x4 .trans: four 8 x 8 b16 matrices from registers a..d (one fragment each), each
+// stored transposed; addr is this lane's row: row lane % 8 of matrix lane / 8.
+__device__ __forceinline__ void stsm_x4_trans(uint32_t addr, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(a), "r"(b),
+               "r"(c), "r"(d)
+               : "memory");
+}
 
 // m64n32k32 fp8 product with A of the cache's format (kE5m2: e5m2, else e4m3) and B e4m3.
 template <bool kE5m2>

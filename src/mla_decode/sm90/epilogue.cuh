@@ -18,6 +18,20 @@ namespace jaxpaged {
 __device__ __forceinline__ float mla_row_inverse(float sum, float scale) {
   return sum > 0.f ? scale / sum : (sum == 0.f ? 0.f : NAN);
 }
+// A finished row's output values are o x inv & keep (mla_row_output): inv as above, NaN for a
+// sequence with a bad page id; keep clears a row that saw no key (sum 0) to +0 - its
+// probabilities were 0, but o may hold 0 x NaN from values of keys other rows see, which the
+// reference's rule (no key, out 0) does not let through. One multiply and one AND a value.
+struct MlaRowFactor {
+  float inv;
+  uint32_t keep;
+};
+__device__ __forceinline__ MlaRowFactor mla_row_factor(float sum, float scale, bool bad) {
+  return {bad ? NAN : mla_row_inverse(sum, scale), sum == 0.f && !bad ? 0u : ~0u};
+}
+__device__ __forceinline__ float mla_row_output(float o, MlaRowFactor f) {
+  return __uint_as_float(__float_as_uint(o * f.inv) & f.keep);
+}
 __device__ __forceinline__ float mla_row_lse(float m, float sum, bool bad) {
   return bad ? NAN : (sum > 0.f ? (m + __log2f(sum)) * kLn2 : (sum == 0.f ? -INFINITY : NAN));
 }
@@ -50,14 +64,14 @@ __device__ __forceinline__ void mla_store_sequence(const W& w, const MlaSchedule
     const int r = half ? w.r_hi : w.r_lo;
     if (w.row0 + r >= w.rows_per_b) continue;
     const float sum = half ? sum_hi : sum_lo;
-    const float inv = mla_row_inverse(sum, w.out_scale);
+    const MlaRowFactor f = mla_row_factor(sum, w.out_scale, bad);
     const int64_t row = int64_t(b) * w.rows_per_b + w.row0 + r;
     const int64_t ws_row = int64_t(slot) * w.rows_per_b + w.row0 + r;
 #pragma unroll
     for (int j = 0; j < 32; ++j) {
       const int col = 256 * w.wg + 8 * j + 2 * (w.lane % 4);
-      const float x0 = bad ? NAN : o[4 * j + 2 * half] * inv;
-      const float x1 = bad ? NAN : o[4 * j + 2 * half + 1] * inv;
+      const float x0 = mla_row_output(o[4 * j + 2 * half], f);
+      const float x1 = mla_row_output(o[4 * j + 2 * half + 1], f);
       if (whole) {
         *reinterpret_cast<uint32_t*>(static_cast<T*>(w.p.out) + row * kMlaLatentDim + col) = pack2<T>(x0, x1);
       } else {

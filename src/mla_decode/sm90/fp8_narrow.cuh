@@ -63,7 +63,7 @@
 #include "common/sm90/wgmma.cuh"
 #include "mla_decode/params.h"
 #include "mla_decode/partition_schedule.cuh"
-#include "mla_decode/sm90/epilogue.cuh"  // mla_row_inverse, mla_row_lse
+#include "mla_decode/sm90/epilogue.cuh"  // mla_row_factor, mla_row_output, mla_row_lse
 #include "mla_decode/sm90/fp8_ring.cuh"
 #include "mla_decode/sm90/loader.cuh"    // mla_entry_ok
 
@@ -509,7 +509,7 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
       const float c_own = m[j] == -INFINITY ? 0.f : fast_exp2(m[j] - mm);
       const float c_peer = m_peer == -INFINITY ? 0.f : fast_exp2(m_peer - mm);
       const float sum = c_own * lw[j] + c_peer * l_peer;
-      const float inv = mla_row_inverse(sum, kv_scale / 256.f);  // (o holds P x 256 times V)
+      const MlaRowFactor f = mla_row_factor(sum, kv_scale / 256.f, any_bad);  // (o holds P x 256 times V)
       const int64_t row = int64_t(b) * rows_per_b + q;
       const int64_t ws_row = int64_t(slot) * rows_per_b + q;
 #pragma unroll
@@ -517,7 +517,8 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int dl = 64 * i + 16 * ww + lane / 4 + 8 * h, d = 256 * wg + dl;
-          const float x = any_bad ? NAN : (c_own * (wg ? o[4 + i][j][h] : o[i][j][h]) + c_peer * pxch[q * 256 + dl]) * inv;
+          const float x =
+              mla_row_output(c_own * (wg ? o[4 + i][j][h] : o[i][j][h]) + c_peer * pxch[q * 256 + dl], f);
           if (whole) static_cast<T*>(p.out)[row * kMlaLatentDim + d] = from_float<T>(x);
           else ws_out[ws_row * kMlaLatentDim + d] = x;
         }

@@ -44,9 +44,9 @@
 //     products are done (the loader refills tile 0's while tile 1's run).
 // An S^T accumulator and an O^T accumulator hold the same query rows in a thread (columns 8 j +
 // 2 c + e of the N = 64 side), so a row's maximum, sum and rescale live in the threads that hold
-// its outputs. Tokens past a sequence's end: scores masked by value, V^T's bytes zeroed in the
-// registers (the copy engine brings whole pages, whose rows past kv_len may hold anything). Query
-// rows past the sequence's s_q x Hq are zero and never stored. An out-of-range page id makes the
+// its outputs. Tokens past a sequence's end: scores masked by position, their latent bytes zeroed
+// in the raw tile after its S^T (the copy engine brings whole pages, whose rows past kv_len may
+// hold anything). Query rows past the sequence's s_q x Hq are zero and never stored. An out-of-range page id makes the
 // sequence's output NaN (its box is zero-filled by the engine).
 #pragma once
 
@@ -61,7 +61,7 @@
 #include "common/sm90/wgmma.cuh"
 #include "mla_decode/params.h"
 #include "mla_decode/partition_schedule.cuh"
-#include "mla_decode/sm90/epilogue.cuh"  // mla_row_inverse, mla_row_lse
+#include "mla_decode/sm90/epilogue.cuh"  // mla_row_factor, mla_row_output, mla_row_lse
 #include "mla_decode/sm90/fp8_ring.cuh"
 
 namespace jaxpaged {
@@ -400,21 +400,37 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
         parity ^= 1;
         named_barrier_sync(kWideBarBoth, 256);  // (the new maxima, for every thread's P below)
       }
-      // P^T of this warpgroup's tile (f16) and this thread's shares of the rows' sums.
+      // P^T of this warpgroup's tile (f16) and this thread's shares of the rows' sums, stored by
+      // stmatrix .trans: the S^T accumulators of n-block j are two 8 x 8 fragments (tokens g and
+      // g + 8 x query rows 2c, 2c + 1), and transposed each lands as 8 query rows of 8 tokens, one
+      // 16-byte chunk of P^T's rows (4 stores a thread where two-byte ones took 32).
       if (own) {
-        g = wide_launder(lane) / 4;
-        c = wide_launder(lane) % 4;
-        unsigned char* pt = base + S::kPt + wg * S::kBlock;
-        const int tl = 16 * ww + g;  // P^T[n][token]: f16 at byte 2 token of row n's 128
+        const int ls = wide_launder(lane);
+        c = ls % 4;
+        const uint32_t pt = sbase + S::kPt + wg * S::kBlock;
+        const int mq = ls / 8, mi = ls % 8;  // this lane's address: row mi of matrix mq
 #pragma unroll
-        for (int k = 0; k < 16; ++k) {
-          const int n = row_of(k, c), j = 4 * (k / 2) + k % 2;
-          const float m = sM[parity * 64 + n];
-          const float mbase = m == -INFINITY ? 0.f : m;
-          const float p_lo = fast_exp2(sacc[j] - mbase), p_hi = fast_exp2(sacc[j + 2] - mbase);  // (masked: 0)
-          l[k] += p_lo + p_hi;
-          *reinterpret_cast<__half*>(pt + sw128_offset(n, tl / 8) + 2 * (tl % 8)) = __float2half_rn(p_lo);
-          *reinterpret_cast<__half*>(pt + sw128_offset(n, tl / 8 + 1) + 2 * (tl % 8)) = __float2half_rn(p_hi);
+        for (int jj = 0; jj < 8; jj += 2) {
+          uint32_t pk[4];
+#pragma unroll
+          for (int q = 0; q < 2; ++q) {  // n-block jj + q
+            const int jb = jj + q;
+            float pl[2], ph[2];
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int k = 2 * jb + e, n = row_of(k, c), j = 4 * jb + e;
+              const float m = sM[parity * 64 + n];
+              const float mbase = m == -INFINITY ? 0.f : m;
+              pl[e] = fast_exp2(sacc[j] - mbase);  // (masked: 0)
+              ph[e] = fast_exp2(sacc[j + 2] - mbase);
+              l[k] += pl[e] + ph[e];
+            }
+            pk[2 * q] = pack2<gpu_half>(pl[0], pl[1]);      // token g; rows 2c, 2c + 1 of block jb
+            pk[2 * q + 1] = pack2<gpu_half>(ph[0], ph[1]);  // token g + 8
+          }
+          // Matrix mq: n-block jj + mq / 2, tokens 16 ww + 8 (mq % 2) ..; its row mi is query row
+          // 8 (jj + mq / 2) + mi, chunk 2 ww + mq % 2 of P^T's 128-byte row.
+          stsm_x4_trans(pt + sw128_offset(8 * (jj + mq / 2) + mi, 2 * ww + mq % 2), pk[0], pk[1], pk[2], pk[3]);
         }
       }
       // The copy engine brings whole pages, so in a sequence's last tile the rows past kv_len hold
@@ -500,13 +516,13 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
       const float4 x0 = *reinterpret_cast<const float4*>(sSum + n * 8);
       const float4 x1 = *reinterpret_cast<const float4*>(sSum + n * 8 + 4);
       const float sum = ((x0.x + x0.y) + (x0.z + x0.w)) + ((x1.x + x1.y) + (x1.z + x1.w));
-      const float inv = mla_row_inverse(sum, kv_scale);
+      const MlaRowFactor f = mla_row_factor(sum, kv_scale, any_bad);
       const int64_t row = int64_t(b) * rows_per_b + row0 + n;
       const int64_t ws_row = int64_t(slot) * rows_per_b + row0 + n;
 #pragma unroll
       for (int mb = 0; mb < 4; ++mb) {
         const int col = 256 * wg + 64 * mb + 16 * ww + 2 * g;
-        const float y0 = any_bad ? NAN : o[mb][j] * inv, y1 = any_bad ? NAN : o[mb][j + 2] * inv;
+        const float y0 = mla_row_output(o[mb][j], f), y1 = mla_row_output(o[mb][j + 2], f);
         if (whole) {
           *reinterpret_cast<uint32_t*>(static_cast<T*>(p.out) + row * kMlaLatentDim + col) = pack2<T>(y0, y1);
         } else {

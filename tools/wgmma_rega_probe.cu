@@ -30,6 +30,9 @@
 //
 //   nvcc -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a -I src -o /tmp/wgmma_rega_probe \
 //     tools/wgmma_rega_probe.cu && /tmp/wgmma_rega_probe [reps]
+// Session 27 added two checks for NOTES item 48 h's 656-byte design (compiled, not yet run): the
+// same S^T and O^T with a per-(token, 128-dim group) f16 scale multiplied into the A registers
+// after the conversion (HMUL2), against a reference that rounds each value x scale to f16.
 // Written in session 25 (compiled for sm_90a here, ptxas: no wgmma serialization warning);
 // not yet run on a GPU. Exit status 0 when S^T and O^T are within 1e-5 of their rows' largest
 // values.
@@ -64,6 +67,13 @@ __host__ __device__ inline int sw128_byte(int row, int col) {
 using jp::ldsm_x4;
 using jp::ldsm_x4_trans;
 using jp::wgmma_m64n64k16_rs_f16;
+// a x b per f16 half, rounded to nearest (NOTES item 48 h: a 656-byte row's group scale applied to
+// two converted values).
+__device__ __forceinline__ uint32_t hmul2_bits(uint32_t a, uint32_t b) {
+  uint32_t out;
+  asm("mul.rn.f16x2 %0, %1, %2;\n" : "=r"(out) : "r"(a), "r"(b));
+  return out;
+}
 // Two e4m3 values (the low 16 bits: byte 0 -> low half) as f16x2, exactly.
 __device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t two) {
   uint32_t out;
@@ -73,9 +83,12 @@ __device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t two) {
 #endif
 
 // kv: [64][576] e4m3 bytes; qh: [64][576] f16 bits. s_out: [64 tokens][64 rows] (one tile, reps = 1).
-template <int D>
+// kScaled (NOTES item 48 h's 656-byte design): the latent dims' values are multiplied in registers by
+// sc[token][dim / 128] (f16 bits, [64][4]) after the conversion - an A register holds two dims of one
+// token, so one HMUL2 by {s, s}; the last 64 dims (the rope here) stay unscaled.
+template <int D, bool kScaled = false>
 __global__ void __launch_bounds__(128) probe_kernel(const uint8_t* kv, const uint16_t* qh, float* s_out, int reps,
-                                                    long long* cycles) {
+                                                    long long* cycles, const uint16_t* sc = nullptr) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((1024 - (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) & 1023)) & 1023);
@@ -115,6 +128,14 @@ __global__ void __launch_bounds__(128) probe_kernel(const uint8_t* kv, const uin
         set[4 * s + 2] = e4m3x2_to_f16x2(raw[2 * s] >> 16);        // row g, positions 2c+8, 2c+9
         set[4 * s + 3] = e4m3x2_to_f16x2(raw[2 * s + 1] >> 16);    // row g+8
       }
+      if constexpr (kScaled) {
+        if (kk < 16) {  // dims 32 kk .. + 31: group kk / 4 of tokens 16 warp + lane / 4 (+ 8)
+          const int t_lo = 16 * warp + lane / 4, grp = kk / 4;
+          const uint32_t s_lo = sc[t_lo * 4 + grp] * 0x10001u, s_hi = sc[(t_lo + 8) * 4 + grp] * 0x10001u;
+#pragma unroll
+          for (int i = 0; i < 8; ++i) set[i] = hmul2_bits(set[i], i % 2 ? s_hi : s_lo);
+        }
+      }
       jp::wgmma_fence();
 #pragma unroll
       for (int s = 0; s < 2; ++s) {
@@ -143,8 +164,11 @@ __global__ void __launch_bounds__(128) probe_kernel(const uint8_t* kv, const uin
 
 // O^T for latent columns [0, 256) (four m64 blocks, one warpgroup's half in the design): kv as
 // above, ph: P [64 rows][64 tokens] f16 bits. o_out: [256 columns][64 rows] (reps = 1).
+// kScaled: V's values multiplied by sc[token][column / 128] in registers - an A register holds one
+// column at two tokens, so one HMUL2 by {s_t0, s_t1} (NOTES item 48 h).
+template <bool kScaled = false>
 __global__ void __launch_bounds__(128) probe_ot_kernel(const uint8_t* kv, const uint16_t* ph, float* o_out, int reps,
-                                                       long long* cycles) {
+                                                       long long* cycles, const uint16_t* sc = nullptr) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((1024 - (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) & 1023)) & 1023);
@@ -187,6 +211,15 @@ __global__ void __launch_bounds__(128) probe_ot_kernel(const uint8_t* kv, const 
           set[4 * s + 1] = e4m3x2_to_f16x2(odd);         // row g + 8 (column 2g + 1)
           set[4 * s + 2] = e4m3x2_to_f16x2(even >> 16);  // row g, tokens 2c+8, 2c+9
           set[4 * s + 3] = e4m3x2_to_f16x2(odd >> 16);   // row g + 8
+          if constexpr (kScaled) {  // columns of block m: group m / 2; tokens 32 h + 16 s + 2c (+1, +8, +9)
+            const int t0 = 32 * h + 16 * s + 2 * (lane % 4), grp = m / 2;
+            const uint32_t s01 = sc[t0 * 4 + grp] | uint32_t(sc[(t0 + 1) * 4 + grp]) << 16;
+            const uint32_t s89 = sc[(t0 + 8) * 4 + grp] | uint32_t(sc[(t0 + 9) * 4 + grp]) << 16;
+            set[4 * s + 0] = hmul2_bits(set[4 * s + 0], s01);
+            set[4 * s + 1] = hmul2_bits(set[4 * s + 1], s01);
+            set[4 * s + 2] = hmul2_bits(set[4 * s + 2], s89);
+            set[4 * s + 3] = hmul2_bits(set[4 * s + 3], s89);
+          }
         }
         jp::wgmma_fence();
 #pragma unroll
@@ -594,10 +627,10 @@ int main(int argc, char** argv) {
   CHECK(cudaMalloc(&d_p, ph.size() * 2));
   CHECK(cudaMalloc(&d_o, 256 * kRows * 4));
   CHECK(cudaMemcpy(d_p, ph.data(), ph.size() * 2, cudaMemcpyHostToDevice));
-  CHECK(cudaFuncSetAttribute(probe_ot_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem + 1024));
+  CHECK(cudaFuncSetAttribute(probe_ot_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem + 1024));
   long long c_ot = 0;
   for (int pass_reps : {1, reps}) {
-    probe_ot_kernel<<<1, 128, kSmem + 1024>>>(d_kv, d_p, d_o, pass_reps, d_cycles);
+    probe_ot_kernel<false><<<1, 128, kSmem + 1024>>>(d_kv, d_p, d_o, pass_reps, d_cycles);
     CHECK(cudaGetLastError());
     CHECK(cudaDeviceSynchronize());
     if (pass_reps == 1) {
@@ -617,6 +650,60 @@ int main(int argc, char** argv) {
     } else {
       CHECK(cudaMemcpy(&c_ot, d_cycles, sizeof(long long), cudaMemcpyDeviceToHost));
     }
+  }
+  // NOTES item 48 h: the same products with a per-(token, 128-dim group) f16 scale multiplied in
+  // registers (HMUL2 after the conversion); the reference rounds each value x scale to f16 as the
+  // multiply does (both factors are f16, so their product is exact in float before the rounding).
+  {
+    std::vector<uint16_t> sh(kTokens * 4);
+    std::vector<double> sv(kTokens * 4);
+    std::uniform_real_distribution<float> expo(-6.f, 6.f);
+    for (size_t i = 0; i < sh.size(); ++i) {
+      const __half h = __float2half(std::exp2(expo(gen)));
+      sh[i] = *reinterpret_cast<const uint16_t*>(&h);
+      sv[i] = double(__half2float(h));
+    }
+    auto scaled = [&](int t, int k) {  // value x scale as the kernel's HMUL2 rounds it
+      return double(__half2float(__float2half_rn(float(e4m3_value(kv[t * kWidth + k]) * sv[t * 4 + k / 128]))));
+    };
+    uint16_t* d_sc;
+    CHECK(cudaMalloc(&d_sc, sh.size() * 2));
+    CHECK(cudaMemcpy(d_sc, sh.data(), sh.size() * 2, cudaMemcpyHostToDevice));
+    CHECK(cudaFuncSetAttribute(probe_kernel<2, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem + 1024));
+    probe_kernel<2, true><<<1, 128, kSmem + 1024>>>(d_kv, d_q, d_s, 1, d_cycles, d_sc);
+    CHECK(cudaGetLastError());
+    CHECK(cudaDeviceSynchronize());
+    CHECK(cudaMemcpy(s.data(), d_s, s.size() * 4, cudaMemcpyDeviceToHost));
+    const double worst_ss = worst_row_error(
+        kRows, kTokens,
+        [&](int n, int t) {
+          double exact = 0.0;
+          for (int k = 0; k < kWidth; ++k) {
+            exact += (k < 512 ? scaled(t, k) : e4m3_value(kv[t * kWidth + k])) * qv[n * kWidth + k];
+          }
+          return exact;
+        },
+        [&](int n, int t) { return double(s[t * kRows + n]); });
+    CHECK(cudaFuncSetAttribute(probe_ot_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem + 1024));
+    probe_ot_kernel<true><<<1, 128, kSmem + 1024>>>(d_kv, d_p, d_o, 1, d_cycles, d_sc);
+    CHECK(cudaGetLastError());
+    CHECK(cudaDeviceSynchronize());
+    std::vector<float> o(256 * kRows);
+    CHECK(cudaMemcpy(o.data(), d_o, o.size() * 4, cudaMemcpyDeviceToHost));
+    const double worst_so = worst_row_error(
+        kRows, 256,
+        [&](int n, int col) {
+          double exact = 0.0;
+          for (int t = 0; t < kTokens; ++t) exact += scaled(t, col) * pv[n * kTokens + t];
+          return exact;
+        },
+        [&](int n, int col) { return double(o[col * kRows + n]); });
+    pass = pass && worst_ss < 1e-5 && worst_so < 1e-5;
+    std::printf("S^T with group scales in registers (656-byte design): max error / row's max |S| %.3e  %s\n",
+                worst_ss, worst_ss < 1e-5 ? "PASS" : "FAIL");
+    std::printf("O^T with group scales in registers (656-byte design): max error / row's max |O| %.3e  %s\n",
+                worst_so, worst_so < 1e-5 ? "PASS" : "FAIL");
+    cudaFree(d_sc);
   }
   long long c1, c2, c3, c4;
   if (run<1>(d_kv, d_q, d_s, d_cycles, reps, &c1) || run<2>(d_kv, d_q, d_s, d_cycles, reps, &c2) ||

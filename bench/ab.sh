@@ -42,6 +42,19 @@ done
 wait
 echo "builds: $(( $(date +%s) - start )) s"
 cd /tmp
+# AB_TEST="NAME:pytest args" (e.g. 'pv:tests/test_fp8.py -k mla -n 8'): that variant's own tests
+# (paths under its tree) run on its build before any timing, under AB_TEST_LIMIT seconds (default
+# 240); the log is $OUT/tests_NAME.log, its last lines printed. The timing runs either way.
+if [[ -n ${AB_TEST:-} ]]; then
+  tname=${AB_TEST%%:*} targs=${AB_TEST#*:}
+  tree=${TREE[$tname]:?"AB_TEST names no variant: $tname"}
+  eval "targv=($targs)"  # (shell words: quotes group a -k expression)
+  for i in "${!targv[@]}"; do [[ ${targv[$i]} == tests/* ]] && targv[$i]="$tree/${targv[$i]}"; done
+  PYTHONPATH="/tmp/ab_$tname${PYTHONPATH:+:$PYTHONPATH}" timeout "${AB_TEST_LIMIT:-240}" \
+    python3 -m pytest -q -p no:cacheprovider "${targv[@]}" > "$OUT/tests_$tname.log" 2>&1
+  echo "tests of $tname: rc $? - $(tail -1 "$OUT/tests_$tname.log")"
+  grep -E "^(FAILED|ERROR)" "$OUT/tests_$tname.log" | head -10
+fi
 for r in $(seq "$ROUNDS"); do
   for v in "${VARIANTS[@]}"; do
     name=${v%%=*}

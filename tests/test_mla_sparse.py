@@ -68,6 +68,20 @@ def test_sparse_matches_reference(rng, fmt, heads, s_q):
     assert np.isfinite(np.asarray(out, np.float32)).all()  # no NaN row leaked
 
 
+@pytest.mark.parametrize("fmt", ["combined", "656 bf16"])
+@pytest.mark.parametrize("batch, s_q, heads, topk", [(1, 1, 64, 2048), (24, 2, 32, 64)])
+def test_sparse_long_and_many_lists(rng, fmt, batch, s_q, heads, topk):
+    """One list long enough to be split across the schedule's partitions (and merged), and many
+    short ones (a block's ring of tiles runs across lists): the gathering loaders' bookkeeping."""
+    qn, qp, (ckv, kpe), idx, kw = _inputs(rng, batch, s_q, heads, topk, fmt)
+    f = jax.jit(functools.partial(jaxpaged.mla_decode_sparse, scale=0.07, **kw))
+    out, lse = f(qn, qp, ckv, kpe, idx)
+    ref_out, ref_lse = reference.mla_decode_sparse(qn, qp, ckv, kpe, idx, scale=0.07, **kw)
+    _check(out, lse, ref_out, ref_lse)
+    assert np.isneginf(np.asarray(lse[0, 0])).all()  # row (0, 0) has only -1 indices
+    assert np.isfinite(np.asarray(out, np.float32)).all()  # no NaN row leaked
+
+
 def test_sparse_equals_dense_over_a_block_table(rng):
     qn, qp, (ckv, _), _, _ = _inputs(rng, 2, 2, 16, 8)
     ckv = jnp.where(jnp.isnan(ckv), 0, ckv)  # dense reads every token below its length

@@ -1,8 +1,8 @@
 """Sparse (top-k) MLA decode against the reference: every cache format, -1 padding, out-of-range
 and duplicate indices, NaN in the cache rows no index names, topk_lens, sinks, traced scale,
-vmap; equal to dense mla_decode when the indices list a sequence's tokens. On a GPU the 16-bit
-caches run the portable kernel (src/mla_decode/portable/); fp8 and 656-byte caches must fail there
-with a clear error."""
+vmap; equal to dense mla_decode when the indices list a sequence's tokens. On Hopper the lists
+run the wgmma kernel's gathering loaders (16-bit and fp8 combined caches, 656-byte rows read with
+ds_dequant="bfloat16"); elsewhere, and for exact 656-byte rows, the portable kernel."""
 
 import functools
 
@@ -13,7 +13,7 @@ import pytest
 
 import jaxpaged
 from jaxpaged import _fp8, reference
-from cases import ON_GPU, assert_close
+from cases import assert_close
 
 DTYPE = "bfloat16"
 PAGES, PAGE = 12, 16

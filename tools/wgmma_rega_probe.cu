@@ -64,8 +64,8 @@ __host__ __device__ inline int sw128_byte(int row, int col) {
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // (the kernels' helpers: wgmma.cuh)
-using jp::ldsm_x4;
-using jp::ldsm_x4_trans;
+using jp::ldmatrix_x4;
+using jp::ldmatrix_x4_trans;
 using jp::wgmma_m64n64k16_rs_f16;
 // a x b per f16 half, rounded to nearest (NOTES item 48 h: a 656-byte row's group scale applied to
 // two converted values).
@@ -119,7 +119,7 @@ __global__ void __launch_bounds__(128) probe_kernel(const uint8_t* kv, const uin
       uint32_t (&set)[8] = a[kk % D];
       jp::wgmma_wait<D - 1>();  // the group that last read this set is done
       uint32_t raw[4];
-      ldsm_x4(raw, base + kK + sw128_byte(tok, 32 * kk + 16 * half));
+      ldmatrix_x4(raw, base + kK + sw128_byte(tok, 32 * kk + 16 * half));
       // raw[0]: tokens g, bytes 4c..4c+3 of dims 32kk..+15; raw[1]: tokens g+8; raw[2], raw[3]: dims +16.
 #pragma unroll
       for (int s = 0; s < 2; ++s) {
@@ -200,7 +200,7 @@ __global__ void __launch_bounds__(128) probe_ot_kernel(const uint8_t* kv, const 
         uint32_t raw[4];
         // lane l: token 32 h + l, bytes (columns) 64 m + 16 warp .. + 15; matrix q = l / 8 holds
         // tokens 32 h + 8 q .. + 7.
-        ldsm_x4_trans(raw, base + kK + sw128_byte(32 * h + lane, 64 * m + 16 * warp));
+        ldmatrix_x4_trans(raw, base + kK + sw128_byte(32 * h + lane, 64 * m + 16 * warp));
         // raw[q]: tokens 8 q + 2c, + 1 (c = lane % 4) x columns 2g, 2g + 1 (g = lane / 4), as
         // [tok 2c: col 2g, col 2g+1, tok 2c+1: col 2g, col 2g+1].
 #pragma unroll
@@ -353,7 +353,7 @@ __global__ void __launch_bounds__(128 * WGS) timing_kernel(const uint8_t* kv, in
   uint32_t fixed[8];
   {
     uint32_t raw[4];
-    ldsm_x4(raw, st_addr(0));
+    ldmatrix_x4(raw, st_addr(0));
     st_convert(fixed, raw);
   }
   __syncthreads();
@@ -380,7 +380,7 @@ __global__ void __launch_bounds__(128 * WGS) timing_kernel(const uint8_t* kv, in
       for (int kk = 0; kk < 18; ++kk) {
         jp::wgmma_wait<1>();
         uint32_t raw[4];
-        ldsm_x4(raw, st_addr(kk));
+        ldmatrix_x4(raw, st_addr(kk));
         st_convert(a[kk % 2], raw);
         jp::wgmma_fence();
 #pragma unroll
@@ -392,13 +392,13 @@ __global__ void __launch_bounds__(128 * WGS) timing_kernel(const uint8_t* kv, in
       // this thread's two tokens' per group, Q^T's bytes read as bf16), pipelined as SMODE 3, SG 2.
       uint32_t raw[4], a[2][8];
       const float sc_lo = 1.f + 0.125f * (lane % 8), sc_hi = 0.75f + 0.125f * (lane % 8);
-      ldsm_x4(raw, st_addr(0));
+      ldmatrix_x4(raw, st_addr(0));
 #pragma unroll
       for (int g = 0; g < 18; ++g) {
         jp::wgmma_wait<1>();
         const float grp = 1.f + 0.25f * (g / 4);  // (a different scale per 128 columns)
         st_convert_656(a[g % 2], raw, sc_lo * grp, sc_hi * grp);
-        if (g + 1 < 18) ldsm_x4(raw, st_addr(g + 1));
+        if (g + 1 < 18) ldmatrix_x4(raw, st_addr(g + 1));
         jp::wgmma_fence();
 #pragma unroll
         for (int s = 0; s < 2; ++s) jp::wgmma_m64n64k16_rs_bf16(d, a[g % 2] + 4 * s, q_desc(2 * g + s), 1);
@@ -409,7 +409,7 @@ __global__ void __launch_bounds__(128 * WGS) timing_kernel(const uint8_t* kv, in
       constexpr int kGroups = 36 / SG;
       uint32_t raw[kL][4], a[2][4 * SG];
 #pragma unroll
-      for (int l = 0; l < kL; ++l) ldsm_x4(raw[l], st_addr(l));
+      for (int l = 0; l < kL; ++l) ldmatrix_x4(raw[l], st_addr(l));
 #pragma unroll
       for (int g = 0; g < kGroups; ++g) {
         jp::wgmma_wait<1>();  // the group that last read set g % 2 (g - 2) is done
@@ -417,7 +417,7 @@ __global__ void __launch_bounds__(128 * WGS) timing_kernel(const uint8_t* kv, in
         for (int l = 0; l < kL; ++l) st_convert(a[g % 2] + 8 * l, raw[l]);
         if (g + 1 < kGroups) {
 #pragma unroll
-          for (int l = 0; l < kL; ++l) ldsm_x4(raw[l], st_addr((g + 1) * kL + l));
+          for (int l = 0; l < kL; ++l) ldmatrix_x4(raw[l], st_addr((g + 1) * kL + l));
         }
         jp::wgmma_fence();
 #pragma unroll
@@ -444,7 +444,7 @@ __global__ void __launch_bounds__(128 * WGS) timing_kernel(const uint8_t* kv, in
         for (int gi = 0; gi < 8; ++gi) {
           jp::wgmma_wait<1>();
           uint32_t raw[4];
-          ldsm_x4_trans(raw, ot_addr(gi));
+          ldmatrix_x4_trans(raw, ot_addr(gi));
           ot_convert(a[gi % 2], raw);
           jp::wgmma_fence();
 #pragma unroll
@@ -453,12 +453,12 @@ __global__ void __launch_bounds__(128 * WGS) timing_kernel(const uint8_t* kv, in
         }
       } else {
         uint32_t raw[4], a[2][8];
-        ldsm_x4_trans(raw, ot_addr(0));
+        ldmatrix_x4_trans(raw, ot_addr(0));
 #pragma unroll
         for (int gi = 0; gi < 8; ++gi) {
           jp::wgmma_wait<1>();
           ot_convert(a[gi % 2], raw);
-          if (gi + 1 < 8) ldsm_x4_trans(raw, ot_addr(gi + 1));
+          if (gi + 1 < 8) ldmatrix_x4_trans(raw, ot_addr(gi + 1));
           jp::wgmma_fence();
 #pragma unroll
           for (int s = 0; s < 2; ++s) wgmma_m64n64k16_rs_f16(o[gi / 2], a[gi % 2] + 4 * s, p_desc(2 * (gi % 2) + s), 1);

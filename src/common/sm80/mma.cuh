@@ -28,16 +28,22 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
-// Four 8x8 b16 matrices; lane i supplies the row address of matrix i / 8.
-__device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const void* smem) {
+// Four 8x8 b16 matrices; lane i supplies the row address of matrix i / 8 (a 32-bit shared-memory
+// address, or a pointer into shared memory); register q receives matrix q in the mma fragment
+// layout. The fp8 kernels also read byte pairs of raw fp8 tiles with them.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(smem)));
+               : "r"(addr));
 }
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const void* smem) {
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(smem)));
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const void* smem) { ldmatrix_x4(r, smem_addr(smem)); }
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const void* smem) {
+  ldmatrix_x4_trans(r, smem_addr(smem));
 }
 
 // D = A * B + D for one m16n8k16 tile, 16-bit inputs (T = gpu_half or gpu_bf16), float accumulators.

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "common/sm80/mma.cuh"  // ldmatrix_x4, ldmatrix_x4_trans
 #include "gpu_vendor.h"
 
 namespace jaxpaged {
@@ -93,21 +94,14 @@ JP_WGMMA_M64N32K32_SS_F8AB(e5m2, e4m3)
 JP_WGMMA_M64N64K16_RS(f16)
 JP_WGMMA_M64N64K16_RS(bf16)  // (tools/wgmma_rega_probe.cu's timing of a bf16 reading of 656-byte rows)
 
-// ldmatrix of four 8 x 8 matrices of 16-bit elements (x4), and the same transposed (.trans): lanes
-// 8 q .. 8 q + 7 give the row addresses of matrix q; register q receives it in the mma fragment
-// layout (the fp8 kernels read byte pairs of raw fp8 tiles with them).
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
+// (ldmatrix x4 and x4 .trans: common/sm80/mma.cuh's ldmatrix_x4 / ldmatrix_x4_trans.)
+// stmatrix x4 (sm_90): four 8 x 8 b16 matrices from registers a..d (one fragment each), and the
+// same stored transposed (.trans); addr is this lane's row: row lane % 8 of matrix lane / 8.
+__device__ __forceinline__ void stsm_x4(uint32_t addr, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(a), "r"(b),
+               "r"(c), "r"(d)
+               : "memory");
 }
-__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-// stmatrix x4 .trans: four 8 x 8 b16 matrices from registers a..d (one fragment each), each
-// stored transposed; addr is this lane's row: row lane % 8 of matrix lane / 8.
 __device__ __forceinline__ void stsm_x4_trans(uint32_t addr, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
   asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(a), "r"(b),
                "r"(c), "r"(d)

@@ -114,11 +114,6 @@ static_assert(2 * kNarrowComputeRegs + kNarrowLoaderRegs <= 3 * (65536 / kNarrow
 // Named barriers: 1 + warpgroup (its 128 threads), 3 (both compute warpgroups).
 constexpr int kNarrowBarBoth = 3;
 
-__device__ __forceinline__ void stsm_x4(uint32_t addr, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
-  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(a), "r"(b),
-               "r"(c), "r"(d)
-               : "memory");
-}
 __device__ __forceinline__ uint8_t narrow_to_e4m3(float x) {
   return static_cast<uint8_t>(__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3));
 }
@@ -424,7 +419,7 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
         for (int x = 0; x < 16; ++x) {  // (fully unrolled, its loads were hoisted and o spilled)
           const int col = 32 * x + 16 * (mi / 2);  // this lane's ldmatrix row: 16 columns
           uint32_t rr[4];
-          ldsm_x4_trans(rr, raw + (col / 128) * S::kRawBlock + sw128_offset(tok, (col % 128) / 16));
+          ldmatrix_x4_trans(rr, raw + (col / 128) * S::kRawBlock + sw128_offset(tok, (col % 128) / 16));
           const uint32_t e01 = __byte_perm(rr[0], rr[1], 0x6420) & keep, o01 = __byte_perm(rr[0], rr[1], 0x7531) & keep;
           const uint32_t e23 = __byte_perm(rr[2], rr[3], 0x6420) & keep, o23 = __byte_perm(rr[2], rr[3], 0x7531) & keep;
           // stmatrix: matrix mi's row r is V^T row d = 32 x + 16 (mi / 2) + 2 r + mi % 2, the 16

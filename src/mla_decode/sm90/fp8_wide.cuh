@@ -307,12 +307,12 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
           return raw + (col / 128) * kMlaRawBlock + sw128_offset(st_tok, (col % 128) / 16);
         };
         uint32_t rr[4], a[2][8];
-        ldsm_x4(rr, st_addr(0));
+        ldmatrix_x4(rr, st_addr(0));
 #pragma unroll
         for (int kk = 0; kk < 18; ++kk) {
           wgmma_wait<1>();  // the group that last read set kk % 2 is done
           wide_k_fragments<kE5m2>(a[kk % 2], rr);
-          if (kk + 1 < 18) ldsm_x4(rr, st_addr(kk + 1));
+          if (kk + 1 < 18) ldmatrix_x4(rr, st_addr(kk + 1));
           wgmma_fence();
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
@@ -464,12 +464,12 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
           return raw + (col / 128) * kMlaRawBlock + sw128_offset(32 * (gi % 2) + lo, (col % 128) / 16);
         };
         uint32_t rr[4], a[2][8];
-        ldsm_x4_trans(rr, ot_addr(0));
+        ldmatrix_x4_trans(rr, ot_addr(0));
 #pragma unroll
         for (int gi = 0; gi < 8; ++gi) {
           wgmma_wait<1>();
           wide_v_fragments<kE5m2>(a[gi % 2], rr);
-          if (gi + 1 < 8) ldsm_x4_trans(rr, ot_addr(gi + 1));
+          if (gi + 1 < 8) ldmatrix_x4_trans(rr, ot_addr(gi + 1));
           wgmma_fence();
 #pragma unroll
           for (int h = 0; h < 2; ++h) {

@@ -58,6 +58,12 @@ bool mla_fp8_wide_enabled() {
   return enabled;
 }
 
+// The wide kernel on 656-byte rows likewise (JAXPAGED_MLA_DS_WIDE=0: the converting loader).
+bool mla_ds_wide_enabled() {
+  static const bool enabled = env_not_zero("JAXPAGED_MLA_DS_WIDE");
+  return enabled;
+}
+
 // The wgmma kernel instance for p: TMA for 16-bit dense caches with pages of >= 64 tokens, else
 // the gathering loader, per sparse lists and cache format (656-byte rows: bf16 queries only); in
 // its place the narrow or wide fp8 kernel where one applies (mla_fp8_narrow_applies, mla_fp8_wide_applies).
@@ -79,6 +85,12 @@ ffi::Error launch_wgmma_for(const MlaDecodeParams& p, int row_blocks, int parts,
     }
     return launch_mla_wgmma<T, false, kSparse, kMlaSame>(p, row_blocks, parts, sched, ws_out, ws_lse, maps, stream);
   };
+  if constexpr (std::is_same<T, gpu_bf16>::value) {
+    if (p.sparse && mla_ds_wide_applies(p) && mla_ds_wide_enabled()) {
+      const MlaDsMaps unused{};  // (lists are gathered: the kernel's maps go unread)
+      return launch_mla_ds_wide(p, row_blocks, parts, sched, ws_out, ws_lse, unused, stream);
+    }
+  }
   if (p.sparse) return gather(std::true_type{});
   if constexpr (std::is_same<T, gpu_bf16>::value) {
     MlaNarrowMap narrow{};
@@ -87,6 +99,10 @@ ffi::Error launch_wgmma_for(const MlaDecodeParams& p, int row_blocks, int parts,
     }
     if (mla_fp8_wide_applies(p) && mla_fp8_wide_enabled() && make_fp8_narrow_map(p, &narrow)) {
       return launch_mla_fp8_wide(p, row_blocks, parts, sched, ws_out, ws_lse, narrow, stream);
+    }
+    MlaDsMaps ds{};
+    if (!p.sparse && mla_ds_wide_applies(p) && mla_ds_wide_enabled() && make_ds_maps(p, &ds)) {
+      return launch_mla_ds_wide(p, row_blocks, parts, sched, ws_out, ws_lse, ds, stream);
     }
   }
   if (!mla_quantized(p) && make_tma_maps<T>(p, &maps)) {

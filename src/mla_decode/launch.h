@@ -11,6 +11,7 @@ namespace jaxpaged {
 
 struct MlaTmaMaps;    // sm90/tma_maps.h
 struct MlaNarrowMap;  // sm90/tma_maps.h
+struct MlaDsMaps;     // sm90/tma_maps.h
 
 // sm_80 path: the mma.sync kernel with 16 * MT query rows per block and static KV splits, then
 // the merge of the splits. sm80/launch.cuh.
@@ -37,6 +38,10 @@ ffi::Error launch_mla_fp8_narrow(const MlaDecodeParams& p, int parts, const MlaS
 // workspace as the wgmma kernel. sm90/fp8_wide.cu.
 ffi::Error launch_mla_fp8_wide(const MlaDecodeParams& p, int row_blocks, int parts, const MlaSchedule& sched,
                                float* ws_out, float* ws_lse, const MlaNarrowMap& map, gpuStream_t stream);
+// The wide kernel on 656-byte rows read with bf16 dequantization (fp8_wide.cuh's kDs, NOTES item 49): where
+// mla_ds_wide_applies, unless JAXPAGED_MLA_DS_WIDE=0. sm90/fp8_wide.cu.
+ffi::Error launch_mla_ds_wide(const MlaDecodeParams& p, int row_blocks, int parts, const MlaSchedule& sched,
+                              float* ws_out, float* ws_lse, const MlaDsMaps& maps, gpuStream_t stream);
 template <typename T>
 ffi::Error launch_mla_merge(const MlaDecodeParams& p, int parts, const MlaSchedule& sched, const float* ws_out,
                             const float* ws_lse, gpuStream_t stream);

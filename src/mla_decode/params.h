@@ -107,6 +107,15 @@ inline bool mla_fp8_wide_applies(const MlaDecodeParams& p) {
 constexpr int kMlaOptionWords = 2;
 constexpr int kMlaDsRowBytes = 656, kMlaDsScalesAt = 512, kMlaDsRopeAt = 528;
 
+// The wide kernel on DeepSeek-V3.2's 656-byte rows (fp8_wide.cuh's kDs, NOTES item 49;
+// JAXPAGED_MLA_DS_WIDE=0 opts out): read with ds_dequant="bfloat16", bf16 queries, more than
+// kNarrowQueries query rows per sequence; a dense cache in pages of >= 64 tokens (TMA), or sparse
+// index lists over any page size (gathered).
+inline bool mla_ds_wide_applies(const MlaDecodeParams& p) {
+  return p.ds_rows && p.ds_bf16 && p.q_bf16 && (p.sparse || p.page_size >= 64) && p.num_pages >= 1 &&
+         p.s_q * p.num_heads > kNarrowQueries;
+}
+
 // The call's score scale, wherever it travels.
 JP_HOST_DEVICE float mla_scale(const MlaDecodeParams& p) {
   return p.options == nullptr ? p.scale : float_from_bits(p.options[0]);

@@ -12,11 +12,12 @@
 
 namespace jaxpaged {
 
-// A rank-3 tiled map of `type` elements with the 128-byte swizzle: dims and box innermost first,
-// strides (in bytes, multiples of 16) of dimensions 1 and 2. Returns false if the driver refuses
-// it (the caller then takes a path without TMA).
+// A rank-3 tiled map of `type` elements with the 128-byte swizzle (or `swizzle`): dims and box
+// innermost first, strides (in bytes, multiples of 16) of dimensions 1 and 2. Returns false if the
+// driver refuses it (the caller then takes a path without TMA).
 inline bool encode_tensor_map_3d(CUtensorMap* map, CUtensorMapDataType type, const void* base,
-                                 const uint64_t (&dims)[3], const uint64_t (&strides)[2], const uint32_t (&box)[3]) {
+                                 const uint64_t (&dims)[3], const uint64_t (&strides)[2], const uint32_t (&box)[3],
+                                 CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_128B) {
   static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult found{};
@@ -33,7 +34,7 @@ inline bool encode_tensor_map_3d(CUtensorMap* map, CUtensorMapDataType type, con
   const cuuint32_t box_dim[3] = {box[0], box[1], box[2]};
   const cuuint32_t elem_stride[3] = {1, 1, 1};
   return encode(map, type, 3, const_cast<void*>(base), dim, stride, box_dim, elem_stride, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 

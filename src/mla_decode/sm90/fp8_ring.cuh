@@ -10,6 +10,8 @@
 #include "common/sm90/tma.cuh"
 #include "mla_decode/params.h"
 #include "mla_decode/partition_schedule.cuh"
+#include "common/sm80/mma.cuh"    // cp_async_16
+#include "common/sm90/wgmma.cuh"  // sw128_offset
 #include "mla_decode/sm90/loader.cuh"  // mla_entry_ok
 
 namespace jaxpaged {
@@ -17,20 +19,31 @@ namespace jaxpaged {
 constexpr int kMlaRawBlock = 64 * 128;               // a column block of a raw tile: 64 tokens x 128 bytes
 constexpr int kMlaRawBlocks = 5;                     // 4 latent + the rope block (its second half zero-filled)
 constexpr int kMlaRawBytes = kMlaRawBlocks * kMlaRawBlock;
+// 656-byte rows (fp8_wide.cuh's kDs): the four latent blocks, then the rows' last 144 bytes (four
+// float32 scales, 64 bf16 rope values) unswizzled, 144 bytes a token; buffers 42 KiB apart (so
+// 1024-aligned; sparse lists keep a key byte per row in the 1 KiB past the copy engine's bytes).
+constexpr int kMlaDsTailRow = 144;
+constexpr int kMlaDsTileBytes = 4 * kMlaRawBlock + 64 * kMlaDsTailRow;  // 41984: what the copy engine brings
+constexpr int kMlaDsRawBytes = 42 * 1024;
+constexpr int kMlaDsKeyMaskAt = kMlaDsTileBytes;  // sparse lists: a byte a row, 1 = a key
 
 #if defined(JP_HAVE_WGMMA)
 // Tile `use` (the block's running count of tiles, over its sequences) goes to buffer use % kStages
-// at raw0 + (use % kStages) * kMlaRawBytes as five TMA boxes (64 tokens x 128 bytes, the 128-byte
+// at raw0 + (use % kStages) * kMlaRawBytes (kDs: kMlaDsRawBytes) as five TMA boxes (64 tokens x 128 bytes, the 128-byte
 // swizzle: the map's), after the buffer's `empty` barrier completes its previous phase; its landing
 // completes full[use % kFull] (count 1: this thread's arrival with the bytes). kFull is kStages or a
 // multiple of it, when several warpgroups each wait on their own barrier of a buffer (fp8_narrow.cuh
 // says why). sBad[stage]: the tile's page id was out of range (the engine zero-fills a box outside
 // the map; the compute side makes the sequence NaN). Call from one thread.
-template <int kStages, int kFull>
+// kDs: 656-byte rows - cache_map brings the four latent boxes, tail_map the 144-byte rest of each
+// row, and buffers are kMlaDsRawBytes apart.
+template <int kStages, int kFull, bool kDs = false>
 __device__ __forceinline__ void mla_fp8_tma_ring(const MlaDecodeParams& p, int page_shift, const MlaSchedule& s,
                                                  int part, int first_b, int last_b, int64_t capacity,
                                                  const CUtensorMap* cache_map, unsigned char* raw0, uint64_t* full,
-                                                 uint64_t* empty, int* sBad) {
+                                                 uint64_t* empty, int* sBad, const CUtensorMap* tail_map = nullptr) {
+  constexpr int kStride = kDs ? kMlaDsRawBytes : kMlaRawBytes;
+  if constexpr (kDs) tma_prefetch_map(tail_map);
   static_assert(kFull % kStages == 0, "a full barrier belongs to one buffer");
   tma_prefetch_map(cache_map);
   int use = 0;
@@ -46,13 +59,68 @@ __device__ __forceinline__ void mla_fp8_tma_ring(const MlaDecodeParams& p, int p
       mbar_wait(&empty[stage], (uint32_t(use / kStages) & 1u) ^ 1u);
       sBad[stage] = mla_entry_ok<false>(p, page, 0) ? 0 : 1;
       const int slot = (u * kMlaTileKeys) & int(p.page_size - 1);
-      unsigned char* raw = raw0 + stage * kMlaRawBytes;
+      unsigned char* raw = raw0 + stage * kStride;
       uint64_t* landed = &full[use % kFull];
-      mbar_arrive_expect_tx(landed, kMlaRawBytes);
+      if constexpr (kDs) {
+        mbar_arrive_expect_tx(landed, kMlaDsTileBytes);
 #pragma unroll
-      for (int cb = 0; cb < kMlaRawBlocks; ++cb) {
-        tma_load_3d(raw + cb * kMlaRawBlock, cache_map, cb * 128, slot, page, landed);
+        for (int cb = 0; cb < 4; ++cb) tma_load_3d(raw + cb * kMlaRawBlock, cache_map, cb * 128, slot, page, landed);
+        tma_load_3d(raw + 4 * kMlaRawBlock, tail_map, kMlaDsScalesAt, slot, page, landed);
+      } else {
+        mbar_arrive_expect_tx(landed, kMlaRawBytes);
+#pragma unroll
+        for (int cb = 0; cb < kMlaRawBlocks; ++cb) {
+          tma_load_3d(raw + cb * kMlaRawBlock, cache_map, cb * 128, slot, page, landed);
+        }
       }
+    }
+  }
+}
+
+// Sparse index lists of 656-byte rows (fp8_wide.cuh's kDs with kSparse): the loader warpgroup's
+// 128 threads gather each 64-entry tile of a list into the same layout as mla_fp8_tma_ring's kDs
+// (the latent's 16-byte chunks at their 128-byte-swizzle places, the 144-byte tails unswizzled),
+// two threads a row (chunks of one parity each), with cp.async; an entry past the list's length,
+// negative or past the pool (num_pages x page_size slots) is no key: its row is zero-filled (never
+// read) and its byte of kMlaDsKeyMaskAt is 0. full[stage] counts 2 x 128 arrivals: each thread's
+// copies landed, and a plain one for its mask store. Call from all 128 threads (tw = 0..127).
+template <int kStages>
+__device__ __forceinline__ void mla_ds_gather_ring(const MlaDecodeParams& p, const MlaSchedule& s, int part,
+                                                   int first_b, int last_b, int64_t capacity, unsigned char* raw0,
+                                                   uint64_t* full, uint64_t* empty, int* sBad, int tw) {
+  const unsigned char* ckv8 = static_cast<const unsigned char*>(p.ckv);
+  const int64_t pool = p.num_pages * p.page_size;
+  const int row = tw / 2, half = tw % 2;
+  int use = 0;
+  for (int b = first_b; b <= last_b; ++b) {
+    const int kv_len = mla_kv_len<true>(p, b, capacity);
+    const TileSpan tiles = mla_piece_tiles(s, part, b, mla_tiles_of(kv_len));
+    const int32_t* table = p.indices + int64_t(b) * p.topk;
+    // This thread's row's entry of the next tile, read a tile ahead (its latency then overlaps
+    // the copies and the slot's wait rather than following them).
+    auto entry = [&](int u) -> int32_t {
+      const int j = u * kMlaTileKeys + row;
+      return u < tiles.end && j < kv_len ? table[j] : -1;
+    };
+    int32_t e_next = entry(tiles.begin);
+    for (int u = tiles.begin; u < tiles.end; ++u, ++use) {
+      const int j = u * kMlaTileKeys + row;
+      const int32_t e = e_next;
+      e_next = entry(u + 1);
+      const bool ok = j < kv_len && mla_entry_ok<true>(p, e, pool);
+      const int stage = use % kStages;
+      mbar_wait(&empty[stage], (uint32_t(use / kStages) & 1u) ^ 1u);
+      unsigned char* raw = raw0 + stage * kMlaDsRawBytes;
+      const unsigned char* src = ckv8 + (ok ? int64_t(e) * p.ckv_slot_stride : 0);
+      for (int c = half; c < kMlaDsRowBytes / 16; c += 2) {
+        unsigned char* dst = c < 32 ? raw + (c / 8) * kMlaRawBlock + sw128_offset(row, c % 8)
+                                    : raw + 4 * kMlaRawBlock + row * kMlaDsTailRow + 16 * (c - 32);
+        cp_async_16(dst, src + 16 * c, ok);
+      }
+      if (half == 0) raw[kMlaDsKeyMaskAt + row] = ok ? 1 : 0;
+      if (tw == 0) sBad[stage] = 0;  // (a list has no bad page: such an entry is no key)
+      mbar_arrive_on_cp_async(&full[stage]);
+      mbar_arrive(&full[stage]);
     }
   }
 }

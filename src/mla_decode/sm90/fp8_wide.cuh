@@ -1,6 +1,8 @@
 // MLA decode over a per-tensor fp8 cache for sequences of more than 16 query rows (Hq = 32-128),
 // bf16 queries, the combined 576-byte rows in pages of >= 64 tokens (TMA). Built for sm_90a only
 // (fp8_wide.cu). On by default where it applies; JAXPAGED_MLA_FP8_WIDE=0 opts out (handler_gpu.cu).
+// kDs (mla_ds_wide_kernel): DeepSeek-V3.2's 656-byte rows read with ds_dequant="bfloat16" (dense
+// caches and sparse index lists), see mla_fp8_wide_body.
 //
 // Why a kernel of its own (NOTES items 42-43, 46 f, 47): the wgmma kernel (kernel.cuh) computes on
 // 16-bit tiles in shared memory, so its loader converts each fp8 tile into a 72 KiB 16-bit copy,
@@ -30,7 +32,8 @@
 //
 // Block = 64 query rows (row block rb of the sequence's s_q x Hq) x one partition of the schedule
 // (partition_schedule.cuh), as the wgmma kernel's grid; 384 threads: warpgroups 0 and 1 compute,
-// warpgroup 2 loads (one thread: mla_fp8_tma_ring, a ring of three raw buffers). The compute
+// warpgroup 2 loads (one thread: mla_fp8_tma_ring, a ring of three raw buffers; sparse lists of
+// 656-byte rows: all 128 threads, mla_ds_gather_ring). The compute
 // warpgroups take a sequence's tiles in pairs, in step:
 //   warpgroup i: S^T of the pair's tile i (its scores, scaled and masked), and whether any score
 //     passes its row's running maximum by more than 2^8 (a vote: one flag per warp);
@@ -46,8 +49,9 @@
 // 2 c + e of the N = 64 side), so a row's maximum, sum and rescale live in the threads that hold
 // its outputs. Tokens past a sequence's end: scores masked by position, their latent bytes zeroed
 // in the raw tile after its S^T (the copy engine brings whole pages, whose rows past kv_len may
-// hold anything). Query rows past the sequence's s_q x Hq are zero and never stored. An out-of-range page id makes the
-// sequence's output NaN (its box is zero-filled by the engine).
+// hold anything; sparse lists: such rows and entries that name no key come zero-filled, masked by
+// their key bytes). Query rows past the sequence's s_q x Hq are zero and never stored. An
+// out-of-range page id makes the sequence's output NaN (its box is zero-filled by the engine).
 #pragma once
 
 #include <cuda.h>  // CUtensorMap
@@ -76,13 +80,15 @@ constexpr int kWideStages = 3;  // raw tile buffers: a pair's two, and the next 
 // probabilities are then at most 2^8 (f16 holds them), and most pairs skip the rescale.
 constexpr float kWideRescaleLog2 = 8.f;
 
-// Shared memory, byte offsets from a 1024-aligned base.
-struct MlaWideSmem {
+// Shared memory, byte offsets from a 1024-aligned base. kDs: 656-byte rows (fp8_ring.cuh's tile).
+template <bool kDs>
+struct MlaWideSmemT {
   static constexpr int kBlock = 64 * 128;  // a column block of 64 rows (query rows or tokens)
-  static constexpr int kQBlocks = 9;       // Q^T: 64 rows x 576 f16 (permuted dims)
+  static constexpr int kQBlocks = 9;       // Q^T: 64 rows x 576 f16 (permuted dims; kDs: the rope bf16, natural)
+  static constexpr int kRawStride = kDs ? kMlaDsRawBytes : kMlaRawBytes;
   static constexpr int kQ = 0;
   static constexpr int kRaw = kQ + kQBlocks * kBlock;           // [stage]
-  static constexpr int kPt = kRaw + kWideStages * kMlaRawBytes;  // [tile of the pair]: P^T, 64 rows x 64 tokens f16
+  static constexpr int kPt = kRaw + kWideStages * kRawStride;  // [tile of the pair]: P^T, 64 rows x 64 tokens f16
   static constexpr int kMax = kPt + 2 * kBlock;                 // [row][warp] floats: a pair's maxima
   static constexpr int kSum = kMax + 64 * 8 * 4;                // [row][warp] floats: the sums (epilogue)
   static constexpr int kM = kSum + 64 * 8 * 4;                  // [parity][row]: running maxima (log2 domain)
@@ -94,7 +100,9 @@ struct MlaWideSmem {
   static_assert(kRaw % 1024 == 0 && kPt % 1024 == 0, "swizzle atoms need aligned bases");
   static_assert(kBad + 4 * (kWideStages + 2) <= kBarriers && kBarriers % 8 == 0, "barriers overlap or misalign");
 };
+using MlaWideSmem = MlaWideSmemT<false>;
 static_assert(MlaWideSmem::kAllocBytes <= 227 * 1024, "more shared memory than a Hopper block may have");
+static_assert(MlaWideSmemT<true>::kAllocBytes <= 227 * 1024, "more shared memory than a Hopper block may have");
 static_assert(2 * kWideComputeRegs + kWideLoaderRegs <= 3 * (65536 / kWideThreads / 8 * 8),
               "register budgets exceed the block's registers");
 
@@ -122,6 +130,16 @@ __device__ __forceinline__ void wide_fp8x4_to_f16x2(uint32_t w, uint32_t& lo, ui
         : "r"(w));
   }
 }
+// kDs: two converted e4m3 values (an f16x2, exact) times their group scales as ds_dequant="bfloat16"
+// reads them: the float32 product rounded to bf16 (nearest even), as the reference, the CPU kernel
+// and the wgmma kernel's loader do (host_tokens.h, loader.cuh).
+__device__ __forceinline__ uint32_t wide_ds_scale2(uint32_t h2, float s_lo, float s_hi) {
+  float lo, hi;
+  asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.f32.f16 %0, l;\ncvt.f32.f16 %1, h;\n}\n"
+      : "=f"(lo), "=f"(hi)
+      : "r"(h2));
+  return pack2<gpu_bf16>(lo * s_lo, hi * s_hi);
+}
 // S^T's A fragments of k-steps 2 kk and 2 kk + 1 from an ldmatrix x4 of the raw tile (raw[0]: token
 // g, bytes 4c .. 4c + 3 of the first 16 dims; raw[1]: token g + 8; raw[2], raw[3]: the next 16).
 template <bool kE5m2>
@@ -145,11 +163,20 @@ __device__ __forceinline__ void wide_v_fragments(uint32_t* set, const uint32_t (
   }
 }
 
-template <typename T, bool kE5m2>
+// kDs: DeepSeek-V3.2's 656-byte rows read with ds_dequant="bfloat16" (NOTES item 49): cache_map
+// brings the latent bytes, tail_map each row's four float32 group scales and 64 bf16 rope values.
+// The products run on bf16 tensor cores: K's and V's values are converted in registers to the
+// bf16 of value x group scale (wide_ds_scale2: the reading's own rounding, so the kernel matches
+// the reference as the wgmma kernel does), the rope's bf16 values go in as they are, Q^T is bf16
+// (x 2^k per row, as the f16 one) and P^T bf16.
+// kSparse (with kDs): sequences are sparse index lists, gathered by the loader warpgroup's 128
+// threads (mla_ds_gather_ring); an entry that names no key is masked by its tile's key bytes.
+template <typename T, bool kE5m2, bool kDs = false, bool kSparse = false>
 __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int page_shift, int row_blocks,
                                                   const MlaSchedule& s, float* __restrict__ ws_out,
-                                                  float* __restrict__ ws_lse, const CUtensorMap* cache_map) {
-  using S = MlaWideSmem;
+                                                  float* __restrict__ ws_lse, const CUtensorMap* cache_map,
+                                                  const CUtensorMap* tail_map = nullptr) {
+  using S = MlaWideSmemT<kDs>;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* base = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   uint64_t* full = reinterpret_cast<uint64_t*>(base + S::kBarriers);
@@ -171,18 +198,22 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
 
   if (tid == 0) {
     for (int i = 0; i < kWideStages; ++i) {
-      mbar_init(&full[i], 1);   // the loader's arrival, with the bytes
+      mbar_init(&full[i], kSparse ? 2 * 128 : 1);  // the loader's arrival with the bytes (kSparse: 2 each of 128)
       mbar_init(&empty[i], 8);  // each warp of both compute warpgroups
     }
     fence_proxy_async_shared();
   }
   __syncthreads();
 
-  if (warp >= 8) {  // the loader warpgroup: one thread issues the copies
+  if (warp >= 8) {  // the loader warpgroup: one thread issues the copies (kSparse: all 128 gather)
     warpgroup_regs_shrink<kWideLoaderRegs>();
-    if (warp == 8 && lane == 0) {
-      mla_fp8_tma_ring<kWideStages, kWideStages>(p, page_shift, s, part, first_b, last_b, capacity, cache_map,
-                                                 base + S::kRaw, full, empty, sBad);
+    if constexpr (kSparse) {
+      static_assert(kDs, "sparse lists: 656-byte rows only");
+      mla_ds_gather_ring<kWideStages>(p, s, part, first_b, last_b, capacity, base + S::kRaw, full, empty, sBad,
+                                      tid - 256);
+    } else if (warp == 8 && lane == 0) {
+      mla_fp8_tma_ring<kWideStages, kWideStages, kDs>(p, page_shift, s, part, first_b, last_b, capacity, cache_map,
+                                                      base + S::kRaw, full, empty, sBad, tail_map);
     }
     return;
   }
@@ -192,7 +223,7 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
   const int wg = warp / 4, ww = warp % 4;
   const int tw = tid % 128;
   const uint32_t sbase = smem_addr(base);
-  const float kv_scale = mla_kv_scale(p);
+  const float kv_scale = kDs ? 1.f : mla_kv_scale(p);
   const float qk_base = mla_scale(p) * kLog2e * kv_scale;  // (the values are the fp8 values x kv_scale)
   const T* q_nope = static_cast<const T*>(p.q_nope);
   const T* q_pe = static_cast<const T*>(p.q_pe);
@@ -204,7 +235,7 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
 
   int use = 0;  // tiles of this block so far (the raw ring's position, as the loader counts)
   for (int b = first_b; b <= last_b; ++b) {
-    const int kv_len = int(clamp_kv_len(p.kv_lens[b], capacity));
+    const int kv_len = kSparse ? mla_kv_len<true>(p, b, capacity) : int(clamp_kv_len(p.kv_lens[b], capacity));
     const TileSpan tiles = mla_piece_tiles(s, part, b, mla_tiles_of(kv_len));
 
     // The sequence's queries as Q^T: f16 x 2^k per row (k puts the row's largest finite |q| in
@@ -249,8 +280,17 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
         const uint4 v = chunk(ch);
         const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
         uint32_t h[4];
+        if (kDs && ch >= 64) {  // kDs: the rope in bf16 x 2^k, dims in their natural order (the
+                                // cache's bf16 rope comes as A fragments by plain ldmatrix)
 #pragma unroll
-        for (int q = 0; q < 4; ++q) h[q] = pack2<gpu_half>(lo_f(w4[q]) * f, hi_f(w4[q]) * f);
+          for (int q = 0; q < 4; ++q) h[q] = pack2<gpu_bf16>(lo_f(w4[q]) * f, hi_f(w4[q]) * f);
+          *reinterpret_cast<uint4*>(base + S::kQ + 8 * S::kBlock + sw128_offset(r, ch - 64)) =
+              make_uint4(h[0], h[1], h[2], h[3]);
+          continue;
+        }
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+          h[q] = kDs ? pack2<gpu_bf16>(lo_f(w4[q]) * f, hi_f(w4[q]) * f) : pack2<gpu_half>(lo_f(w4[q]) * f, hi_f(w4[q]) * f);
         // Dim pair q of the half goes to word 4 (q % 2) + 2 hf + q / 2 of the group's 8 words.
         const int grp = ch / 2, hf = ch % 2;
         const int byte0 = (grp % 4) * 32 + 8 * hf;  // words 2 hf, 2 hf + 1 (and + 16 bytes: 4 + ...)
@@ -298,7 +338,7 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
         bad |= sBad[stage] != 0;
         // S^T = K Q^T: 18 groups of two k-steps, each group's ldmatrix issued before the previous
         // group's products and converted after them (two sets of A registers).
-        const uint32_t raw = sbase + S::kRaw + stage * kMlaRawBytes;
+        const uint32_t raw = sbase + S::kRaw + stage * S::kRawStride;
         // This lane's ldmatrix row: token 16 ww + lane % 8 + 8 ((lane / 8) % 2), bytes 16 (lane / 16).
         const int ls = wide_launder(lane);
         const int st_tok = 16 * ww + ls % 8 + 8 * ((ls / 8) % 2), st_half = ls / 16;
@@ -307,20 +347,52 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
           return raw + (col / 128) * kMlaRawBlock + sw128_offset(st_tok, (col % 128) / 16);
         };
         uint32_t rr[4], a[2][8];
+        // kDs: the tile's scales (float32, 36 a row of the tail block).
+        const float* tsc = reinterpret_cast<const float*>(base + S::kRaw + stage * S::kRawStride + 4 * kMlaRawBlock);
+        constexpr int kGroups = kDs ? 16 : 18;  // (kDs: the rope's four bf16 k-steps after)
+        float s_lo = 0.f, s_hi = 0.f;           // kDs: the group's scales of this thread's tokens
         ldmatrix_x4(rr, st_addr(0));
 #pragma unroll
-        for (int kk = 0; kk < 18; ++kk) {
+        for (int kk = 0; kk < kGroups; ++kk) {
           wgmma_wait<1>();  // the group that last read set kk % 2 is done
           wide_k_fragments<kE5m2>(a[kk % 2], rr);
-          if (kk + 1 < 18) ldmatrix_x4(rr, st_addr(kk + 1));
+          if (kk + 1 < kGroups) ldmatrix_x4(rr, st_addr(kk + 1));
+          if constexpr (kDs) {  // an A register holds two dims of one token (g or g + 8)
+            if (kk % 4 == 0) {
+              const int t_lo = 16 * ww + wide_launder(lane) / 4, grp = kk / 4;
+              s_lo = tsc[t_lo * (kMlaDsTailRow / 4) + grp];
+              s_hi = tsc[(t_lo + 8) * (kMlaDsTailRow / 4) + grp];
+            }
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+              const float sc = i % 2 ? s_hi : s_lo;
+              a[kk % 2][i] = wide_ds_scale2(a[kk % 2][i], sc, sc);
+            }
+          }
           wgmma_fence();
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const int step = 2 * kk + h;  // Q^T bytes 32 step of each row
-            wgmma_m64n64k16_rs_f16(sacc, a[kk % 2] + 4 * h,
-                                   wgmma_desc_advance(q_desc0, (step / 4) * S::kBlock + 32 * (step % 4)), step > 0);
+            const uint64_t qd = wgmma_desc_advance(q_desc0, (step / 4) * S::kBlock + 32 * (step % 4));
+            if constexpr (kDs) wgmma_m64n64k16_rs_bf16(sacc, a[kk % 2] + 4 * h, qd, step > 0);
+            else wgmma_m64n64k16_rs_f16(sacc, a[kk % 2] + 4 * h, qd, step > 0);
           }
           wgmma_commit();
+        }
+        if constexpr (kDs) {
+          // The rope: bf16 in the tail rows (from byte 16), plain ldmatrix x4 per k-step (rows g,
+          // g + 8 x dims 0-7, 8-15: the A layout as it is), against Q^T's bf16 rope.
+          const uint32_t tail = raw + 4 * kMlaRawBlock;
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {
+            wgmma_wait<1>();
+            ldmatrix_x4(a[r % 2], tail + st_tok * kMlaDsTailRow + 16 + 32 * r + 16 * st_half);
+            wgmma_fence();
+            const int step = 32 + r;
+            wgmma_m64n64k16_rs_bf16(sacc, a[r % 2], wgmma_desc_advance(q_desc0, (step / 4) * S::kBlock + 32 * (step % 4)),
+                                    1);
+            wgmma_commit();
+          }
         }
         wgmma_wait<0>();
 #pragma unroll
@@ -332,7 +404,10 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
       // maxima's exchange and the rescale).
       int g = wide_launder(lane) / 4, c = wide_launder(lane) % 4;
       const int t_lo = mine * kMlaTileKeys + 16 * ww + g, t_hi = t_lo + 8;
-      const bool mask = (mine + 1) * kMlaTileKeys > first_row_end;
+      const bool mask = kSparse || (mine + 1) * kMlaTileKeys > first_row_end;
+      // (kSparse: this thread's two tokens' key bytes, written by the loader with the tile)
+      const unsigned char* keymask =
+          base + S::kRaw + (wg ? st1 : st0) * S::kRawStride + (kSparse ? kMlaDsKeyMaskAt : 0);
       // (each condition tested once around an unrolled loop: tested per row, the branches and the
       // masked rows' divisions were a large part of this phase's instructions)
       bool exceed = false;
@@ -341,7 +416,10 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
         for (int k = 0; k < 16; ++k) {
           const int n = row_of(k, c), j = 4 * (k / 2) + k % 2;
           const float qk = sQk[n];
-          if constexpr (decltype(masked)::value) {
+          if constexpr (decltype(masked)::value && kSparse) {
+            sacc[j] = keymask[16 * ww + g] ? sacc[j] * qk : -INFINITY;
+            sacc[j + 2] = keymask[16 * ww + g + 8] ? sacc[j + 2] * qk : -INFINITY;
+          } else if constexpr (decltype(masked)::value) {
             const int end = row_end(n);
             sacc[j] = t_lo < end ? sacc[j] * qk : -INFINITY;
             sacc[j + 2] = t_hi < end ? sacc[j + 2] * qk : -INFINITY;
@@ -400,7 +478,7 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
         parity ^= 1;
         named_barrier_sync(kWideBarBoth, 256);  // (the new maxima, for every thread's P below)
       }
-      // P^T of this warpgroup's tile (f16) and this thread's shares of the rows' sums, stored by
+      // P^T of this warpgroup's tile (f16; kDs: bf16) and this thread's shares of the rows' sums, stored by
       // stmatrix .trans: the S^T accumulators of n-block j are two 8 x 8 fragments (tokens g and
       // g + 8 x query rows 2c, 2c + 1), and transposed each lands as 8 query rows of 8 tokens, one
       // 16-byte chunk of P^T's rows (4 stores a thread where two-byte ones took 32).
@@ -425,8 +503,9 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
               ph[e] = fast_exp2(sacc[j + 2] - mbase);
               l[k] += pl[e] + ph[e];
             }
-            pk[2 * q] = pack2<gpu_half>(pl[0], pl[1]);      // token g; rows 2c, 2c + 1 of block jb
-            pk[2 * q + 1] = pack2<gpu_half>(ph[0], ph[1]);  // token g + 8
+            using PT = std::conditional_t<kDs, gpu_bf16, gpu_half>;
+            pk[2 * q] = pack2<PT>(pl[0], pl[1]);      // token g; rows 2c, 2c + 1 of block jb
+            pk[2 * q + 1] = pack2<PT>(ph[0], ph[1]);  // token g + 8
           }
           // Matrix mq: n-block jj + mq / 2, tokens 16 ww + 8 (mq % 2) ..; its row mi is query row
           // 8 (jj + mq / 2) + mi, chunk 2 ww + mq % 2 of P^T's 128-byte row.
@@ -439,11 +518,16 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
       // position), before both warpgroups' O^T read them as V after the barrier below (the fence
       // there also orders these stores before the copy engine's next write of the buffer).
       const int valid = kv_len - mine * kMlaTileKeys;
-      if (own && valid < kMlaTileKeys) {
-        unsigned char* rawp = base + S::kRaw + (wg ? st1 : st0) * kMlaRawBytes;
+      if (!kSparse && own && valid < kMlaTileKeys) {  // (kSparse: such rows came zero-filled)
+        unsigned char* rawp = base + S::kRaw + (wg ? st1 : st0) * S::kRawStride;
         for (int i = tw; i < (kMlaTileKeys - valid) * 32; i += 128) {  // (row, latent block, 16 bytes)
           const int row = valid + i / 32, blk = (i / 8) % 4, chunk = i % 8;
           *reinterpret_cast<int4*>(rawp + blk * kMlaRawBlock + row * 128 + chunk * 16) = make_int4(0, 0, 0, 0);
+        }
+        if constexpr (kDs) {  // and their scales (the O^T side's factors: 0 x 0, not 0 x NaN)
+          for (int row = valid + tw; row < kMlaTileKeys; row += 128) {
+            *reinterpret_cast<int4*>(rawp + 4 * kMlaRawBlock + row * kMlaDsTailRow) = make_int4(0, 0, 0, 0);
+          }
         }
       }
       fence_proxy_async_shared();  // P^T, for the products' async-proxy reads
@@ -456,9 +540,11 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
         // phase that cannot move before this warp releases the buffer, passes at once)
         const int stage = t ? st1 : st0;
         mbar_wait(&full[stage], t ? ph1 : ph0);
-        const uint32_t raw = sbase + S::kRaw + stage * kMlaRawBytes;
+        const uint32_t raw = sbase + S::kRaw + stage * S::kRawStride;
         const uint64_t p_desc = wgmma_desc_sw128(sbase + S::kPt + t * S::kBlock, 16, 1024);
         const int lo = wide_launder(lane);
+        // kDs: the tile's scales, taken per group below.
+        const float* tsc = reinterpret_cast<const float*>(base + S::kRaw + stage * S::kRawStride + 4 * kMlaRawBlock);
         auto ot_addr = [&](int gi) {  // tokens 32 (gi % 2) + lane, columns 256 wg + 64 (gi / 2) + 16 ww
           const int col = 256 * wg + 64 * (gi / 2) + 16 * ww;
           return raw + (col / 128) * kMlaRawBlock + sw128_offset(32 * (gi % 2) + lo, (col % 128) / 16);
@@ -470,11 +556,31 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
           wgmma_wait<1>();
           wide_v_fragments<kE5m2>(a[gi % 2], rr);
           if (gi + 1 < 8) ldmatrix_x4_trans(rr, ot_addr(gi + 1));
+          if constexpr (kDs) {
+            // An A register holds one column at two tokens: scales s_t0, s_t1 of the columns' group
+            // (256 wg + 64 (gi / 2) + 16 ww lies in group 2 wg + gi / 4); k-step s2's tokens are
+            // 32 (gi % 2) + 16 s2 + 2c, + 1 (registers 0, 1) and + 8, + 9 (registers 2, 3).
+            const int grp = 2 * wg + gi / 4, cq = wide_launder(lane) % 4;
+#pragma unroll
+            for (int s2 = 0; s2 < 2; ++s2) {
+              const int t0 = 32 * (gi % 2) + 16 * s2 + 2 * cq;
+              const float* c0 = tsc + t0 * (kMlaDsTailRow / 4) + grp;
+              constexpr int kRow = kMlaDsTailRow / 4;
+              const float s0 = c0[0], s1 = c0[kRow], s8 = c0[8 * kRow], s9 = c0[9 * kRow];
+              uint32_t* set = a[gi % 2] + 4 * s2;
+              set[0] = wide_ds_scale2(set[0], s0, s1);
+              set[1] = wide_ds_scale2(set[1], s0, s1);
+              set[2] = wide_ds_scale2(set[2], s8, s9);
+              set[3] = wide_ds_scale2(set[3], s8, s9);
+            }
+          }
           wgmma_fence();
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const int step = 2 * (gi % 2) + h;  // P^T bytes 32 step of each row
-            wgmma_m64n64k16_rs_f16(o[gi / 2], a[gi % 2] + 4 * h, wgmma_desc_advance(p_desc, 32 * step), 1);
+            const uint64_t pd = wgmma_desc_advance(p_desc, 32 * step);
+            if constexpr (kDs) wgmma_m64n64k16_rs_bf16(o[gi / 2], a[gi % 2] + 4 * h, pd, 1);
+            else wgmma_m64n64k16_rs_f16(o[gi / 2], a[gi % 2] + 4 * h, pd, 1);
           }
           wgmma_commit();
         }
@@ -548,6 +654,18 @@ __global__ void __launch_bounds__(kWideThreads, 1)
   pdl_wait();  // a dependent launch, as the wgmma kernel's (kernel.cuh)
   if (p.early_dependents) pdl_launch_dependents();
   mla_fp8_wide_body<T, kE5m2>(p, page_shift, row_blocks, s, ws_out, ws_lse, &cache_map);
+#endif
+}
+// The wide kernel on DeepSeek-V3.2's 656-byte rows read with ds_dequant="bfloat16" (kDs, NOTES item 49).
+template <typename T, bool kSparse>
+__global__ void __launch_bounds__(kWideThreads, 1)
+    mla_ds_wide_kernel(const MlaDecodeParams p, int page_shift, int row_blocks, const MlaSchedule s,
+                       float* __restrict__ ws_out, float* __restrict__ ws_lse,
+                       const __grid_constant__ CUtensorMap latent_map, const __grid_constant__ CUtensorMap tail_map) {
+#if defined(JP_HAVE_WGMMA)
+  pdl_wait();
+  if (p.early_dependents) pdl_launch_dependents();
+  mla_fp8_wide_body<T, false, true, kSparse>(p, page_shift, row_blocks, s, ws_out, ws_lse, &latent_map, &tail_map);
 #endif
 }
 

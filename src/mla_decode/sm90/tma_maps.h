@@ -47,4 +47,22 @@ inline bool make_fp8_narrow_map(const MlaDecodeParams& p, MlaNarrowMap* map) {
                               {uint64_t(p.ckv_slot_stride), uint64_t(p.ckv_page_stride)}, box);
 }
 
+// The wide kernel's maps of DeepSeek-V3.2's 656-byte rows (sm90/fp8_wide.cuh, kDs): the cache as
+// bytes [pages][page_size][656]; `latent`: boxes of 64 tokens x 128 bytes with the 128-byte
+// swizzle (the four latent blocks, as the fp8 maps'), `tail`: 64 tokens x 144 bytes from byte 512
+// unswizzled (the four float32 group scales and the 64 bf16 rope values of each row).
+struct MlaDsMaps {
+  CUtensorMap latent, tail;
+};
+inline bool make_ds_maps(const MlaDecodeParams& p, MlaDsMaps* maps) {
+  if (p.page_size < kMlaTileKeys || p.num_pages < 1) return false;
+  const uint64_t dims[3] = {uint64_t(kMlaDsRowBytes), uint64_t(p.page_size), uint64_t(p.num_pages)};
+  const uint64_t strides[2] = {uint64_t(p.ckv_slot_stride), uint64_t(p.ckv_page_stride)};
+  const uint32_t latent_box[3] = {128, uint32_t(kMlaTileKeys), 1};
+  const uint32_t tail_box[3] = {uint32_t(kMlaDsRowBytes - kMlaDsScalesAt), uint32_t(kMlaTileKeys), 1};
+  return encode_tensor_map_3d(&maps->latent, CU_TENSOR_MAP_DATA_TYPE_UINT8, p.ckv, dims, strides, latent_box) &&
+         encode_tensor_map_3d(&maps->tail, CU_TENSOR_MAP_DATA_TYPE_UINT8, p.ckv, dims, strides, tail_box,
+                              CU_TENSOR_MAP_SWIZZLE_NONE);
+}
+
 }  // namespace jaxpaged

@@ -356,6 +356,8 @@ int main(int argc, char** argv) {
       {"fp8 h64 s_q 2 causal page 64 junk ids", {1, 2, 129, 4000, -1}, 2, 64, 64, true, true, 2, 0, 1},
       {"fp8 h32 page 128 one 32K sequence", {32768}, 1, 32, 128, true, false, 0, 0, 1},
       {"656-byte rows h64 s_q 2 causal junk ids", {1, 2, 129, 4000, -1}, 2, 64, 64, true, true, 2, 256, 2},
+      // (656-byte rows read with bf16 dequantization, 128 query rows, pages of 64: the wide kernel on
+      // Hopper, dense and over the sparse lists, unless JAXPAGED_MLA_DS_WIDE=0)
       {"656-byte rows bf16 dequant h128 junk ids", {4096, 33, 0, -5}, 1, 128, 64, true, false, 2, 128, 3},
   };
   int device = 0, count = 0;

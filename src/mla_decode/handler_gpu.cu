@@ -66,7 +66,8 @@ bool mla_ds_wide_enabled() {
 
 // The wgmma kernel instance for p: TMA for 16-bit dense caches with pages of >= 64 tokens, else
 // the gathering loader, per sparse lists and cache format (656-byte rows: bf16 queries only); in
-// its place the narrow or wide fp8 kernel where one applies (mla_fp8_narrow_applies, mla_fp8_wide_applies).
+// its place the narrow or wide fp8 kernel where one applies (mla_fp8_narrow_applies, mla_fp8_wide_applies),
+// or the wide kernel on 656-byte rows (mla_ds_wide_applies: dense, or sparse lists).
 template <typename T>
 ffi::Error launch_wgmma_for(const MlaDecodeParams& p, int row_blocks, int parts, const MlaSchedule& sched,
                             float* ws_out, float* ws_lse, gpuStream_t stream) {

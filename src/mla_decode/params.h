@@ -73,8 +73,9 @@ JP_HOST_DEVICE bool mla_quantized(const MlaDecodeParams& p) { return p.fp8 || p.
 
 // Whether the Hopper kernel (sm90/) reads this cache: 16-bit caches; fp8 with an fp8 rope (one
 // kv_scale for the whole key, folded into the score scale and the output); 656-byte rows read with
-// bf16 dequantization (ds_bf16: the loader multiplies a token's values by their group scales and
-// rounds them to bf16, the reference's rule for that option). Others take the portable kernel: an
+// bf16 dequantization (ds_bf16: the wgmma kernel's loader, or the wide kernel in registers,
+// multiplies a token's values by their group scales and rounds them to bf16, the reference's rule
+// for that option). Others take the portable kernel: an
 // fp8 latent beside a 16-bit rope, and 656-byte rows read exactly (value x scale in float32: the
 // scale is per key and per 128 columns, so it cannot leave the tensor-core products; NOTES item 39).
 JP_HOST_DEVICE bool mla_hopper_format(const MlaDecodeParams& p) {

@@ -1,6 +1,7 @@
 // The copy-engine loader of the fp8 kernels that compute on raw cache tiles (fp8_narrow.cuh,
 // fp8_wide.cuh): one thread streams a partition's 64-token tiles, sequence by sequence, into a
-// ring of raw buffers. Built for sm_90a only.
+// ring of raw buffers; for sparse lists of 656-byte rows, mla_ds_gather_ring (128 threads, cp.async).
+// Built for sm_90a only.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap
@@ -29,8 +30,9 @@ constexpr int kMlaDsKeyMaskAt = kMlaDsTileBytes;  // sparse lists: a byte a row,
 
 #if defined(JP_HAVE_WGMMA)
 // Tile `use` (the block's running count of tiles, over its sequences) goes to buffer use % kStages
-// at raw0 + (use % kStages) * kMlaRawBytes (kDs: kMlaDsRawBytes) as five TMA boxes (64 tokens x 128 bytes, the 128-byte
-// swizzle: the map's), after the buffer's `empty` barrier completes its previous phase; its landing
+// at raw0 + (use % kStages) * kMlaRawBytes (kDs: kMlaDsRawBytes) as five TMA boxes (64 tokens x
+// 128 bytes, the 128-byte swizzle: the map's; kDs: four latent boxes and the 144-byte tail box),
+// after the buffer's `empty` barrier completes its previous phase; its landing
 // completes full[use % kFull] (count 1: this thread's arrival with the bytes). kFull is kStages or a
 // multiple of it, when several warpgroups each wait on their own barrier of a buffer (fp8_narrow.cuh
 // says why). sBad[stage]: the tile's page id was out of range (the engine zero-fills a box outside
@@ -81,9 +83,10 @@ __device__ __forceinline__ void mla_fp8_tma_ring(const MlaDecodeParams& p, int p
 // 128 threads gather each 64-entry tile of a list into the same layout as mla_fp8_tma_ring's kDs
 // (the latent's 16-byte chunks at their 128-byte-swizzle places, the 144-byte tails unswizzled),
 // two threads a row (chunks of one parity each), with cp.async; an entry past the list's length,
-// negative or past the pool (num_pages x page_size slots) is no key: its row is zero-filled (never
-// read) and its byte of kMlaDsKeyMaskAt is 0. full[stage] counts 2 x 128 arrivals: each thread's
-// copies landed, and a plain one for its mask store. Call from all 128 threads (tw = 0..127).
+// negative or past the pool (num_pages x page_size slots) is no key: its row is zero-filled (the
+// cache is not read for it) and its byte of kMlaDsKeyMaskAt is 0. full[stage] counts 2 x 128
+// arrivals: each thread's copies landed, and a plain one ordering its mask and sBad stores. Call
+// from all 128 threads (tw = 0..127).
 template <int kStages>
 __device__ __forceinline__ void mla_ds_gather_ring(const MlaDecodeParams& p, const MlaSchedule& s, int part,
                                                    int first_b, int last_b, int64_t capacity, unsigned char* raw0,

@@ -1,4 +1,5 @@
-// The wide fp8 MLA kernel's launcher (sm90/fp8_wide.cuh; built for sm_90a only).
+// The wide MLA kernels' launchers, per-tensor fp8 rows and 656-byte rows (sm90/fp8_wide.cuh; built for
+// sm_90a only).
 #include "common/gpu_launch.h"
 #include "mla_decode/launch.h"
 #include "mla_decode/sm90/fp8_wide.cuh"

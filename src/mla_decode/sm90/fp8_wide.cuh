@@ -6,15 +6,17 @@
 //
 // Why a kernel of its own (NOTES items 42-43, 46 f, 47): the wgmma kernel (kernel.cuh) computes on
 // 16-bit tiles in shared memory, so its loader converts each fp8 tile into a 72 KiB 16-bit copy,
-// a chain that bounded it at 2.4x the 16-bit cache's time. Here the raw tiles (36 KiB) go from the
-// copy engine to shared memory and stay raw: the compute warps convert the cache's values in their
+// a chain that bounded it at 2.4x the 16-bit cache's time. Here the raw tiles (36 KiB; kDs: 41)
+// go from the copy engine to shared memory and stay raw: the compute warps convert the cache's values in their
 // own registers, as the register A operand of the transposed products
 //   S^T = K Q^T     [64 tokens x 64 rows]  (M = the tile's tokens, K = 576)
 //   O^T += V^T P^T  [512 columns x 64 rows] (M = latent columns, K = the tile's tokens)
 // on 16-bit tensor cores (m64n64k16 f16, A from registers, B from shared memory): each fp8 value
 // is an f16 exactly (one cvt per two values), the queries are f16 times a power of two per row
-// (as the converting path's), the products accumulate in float32 - the 16-bit path's accuracy.
-// tools/wgmma_rega_probe.cu checked both products against float64 on the H100 and timed them:
+// (as the converting path's), the products accumulate in float32 - the 16-bit path's accuracy
+// (kDs: bf16 tensor cores, each value bf16(value x group scale), queries bf16 x 2^k; see
+// mla_fp8_wide_body). tools/wgmma_rega_probe.cu checked both products against float64 on the H100
+// (the f16 ones; kDs's bf16 scaled fragments are checked by the tests) and timed them:
 // A from registers runs at the tensor cores' rate, and with two warpgroups the conversion of one
 // overlaps the other's products (NOTES item 47).
 //
@@ -41,17 +43,19 @@
 //     maxima over the 8 warps (another barrier), each row's new running maximum (the same in
 //     every thread that holds the row) and the rescale of O and of the sums - the maxima move
 //     lazily, so the probabilities stay <= 2^8 and most pairs skip the exchange; then the
-//     probabilities of tile i as P^T (f16, shared memory) and this thread's shares of the sums;
+//     probabilities of tile i as P^T (f16, kDs: bf16; shared memory) and this thread's shares
+//     of the sums;
 //   both (named barrier): O^T += V^T P^T over tile 0, then tile 1, for the warpgroup's 256
 //     columns (128 float accumulators a thread), each tile's raw buffer handed back once its
 //     products are done (the loader refills tile 0's while tile 1's run).
 // An S^T accumulator and an O^T accumulator hold the same query rows in a thread (columns 8 j +
 // 2 c + e of the N = 64 side), so a row's maximum, sum and rescale live in the threads that hold
-// its outputs. Tokens past a sequence's end: scores masked by position, their latent bytes zeroed
-// in the raw tile after its S^T (the copy engine brings whole pages, whose rows past kv_len may
-// hold anything; sparse lists: such rows and entries that name no key come zero-filled, masked by
-// their key bytes). Query rows past the sequence's s_q x Hq are zero and never stored. An
-// out-of-range page id makes the sequence's output NaN (its box is zero-filled by the engine).
+// its outputs. Tokens past a sequence's end: scores masked by position, their latent bytes (kDs:
+// and group scales) zeroed in the raw tile after its S^T (the copy engine brings whole pages, whose
+// rows past kv_len may hold anything; sparse lists: such rows and entries that name no key come
+// zero-filled, masked by their key bytes). Query rows past the sequence's s_q x Hq are zero and
+// never stored. An out-of-range page id makes the sequence's output NaN (its box is zero-filled by
+// the engine).
 #pragma once
 
 #include <cuda.h>  // CUtensorMap
@@ -70,25 +74,28 @@
 
 namespace jaxpaged {
 
-constexpr int kWideThreads = 384;  // two compute warpgroups + the loader's (one thread works)
+// two compute warpgroups + the loader's (one thread works; kDs sparse lists: all 128 gather)
+constexpr int kWideThreads = 384;
 // Registers per thread after the loader warpgroup hands its share over (3 x 168 in all): a compute
 // thread holds O^T's 128 accumulators, S^T's 32, its shares of its 16 rows' sums, and a few
 // k-steps of A fragments (the rows' running maxima are in shared memory).
 constexpr int kWideComputeRegs = 232, kWideLoaderRegs = 40;
 constexpr int kWideStages = 3;  // raw tile buffers: a pair's two, and the next pair's first
 // A row's running maximum moves only when a score passes it by more than this (log2 domain): the
-// probabilities are then at most 2^8 (f16 holds them), and most pairs skip the rescale.
+// probabilities are then at most 2^8 (f16 and bf16 hold them), and most pairs skip the rescale.
 constexpr float kWideRescaleLog2 = 8.f;
 
 // Shared memory, byte offsets from a 1024-aligned base. kDs: 656-byte rows (fp8_ring.cuh's tile).
 template <bool kDs>
 struct MlaWideSmemT {
   static constexpr int kBlock = 64 * 128;  // a column block of 64 rows (query rows or tokens)
-  static constexpr int kQBlocks = 9;       // Q^T: 64 rows x 576 f16 (permuted dims; kDs: the rope bf16, natural)
+  // Q^T: 64 rows x 576 f16 (kDs: bf16), permuted dims (kDs: the rope's natural order)
+  static constexpr int kQBlocks = 9;
   static constexpr int kRawStride = kDs ? kMlaDsRawBytes : kMlaRawBytes;
   static constexpr int kQ = 0;
   static constexpr int kRaw = kQ + kQBlocks * kBlock;           // [stage]
-  static constexpr int kPt = kRaw + kWideStages * kRawStride;  // [tile of the pair]: P^T, 64 rows x 64 tokens f16
+  // [tile of the pair]: P^T, 64 rows x 64 tokens f16 (kDs: bf16)
+  static constexpr int kPt = kRaw + kWideStages * kRawStride;
   static constexpr int kMax = kPt + 2 * kBlock;                 // [row][warp] floats: a pair's maxima
   static constexpr int kSum = kMax + 64 * 8 * 4;                // [row][warp] floats: the sums (epilogue)
   static constexpr int kM = kSum + 64 * 8 * 4;                  // [parity][row]: running maxima (log2 domain)
@@ -151,7 +158,8 @@ __device__ __forceinline__ void wide_k_fragments(uint32_t* set, const uint32_t (
   }
 }
 // O^T's A fragments of two k-steps (32 tokens) from an ldmatrix x4 .trans of the raw tile (raw[q]:
-// tokens 8 q + 2c, + 1 x columns 2g, 2g + 1; a sequence's rows past its end are zeroed in the tile).
+// tokens 8 q + 2c, + 1 x columns 2g, 2g + 1; a sequence's rows past its end are zeroed in the tile -
+// kDs: their scales too; sparse lists: zero-filled by the gather).
 template <bool kE5m2>
 __device__ __forceinline__ void wide_v_fragments(uint32_t* set, const uint32_t (&raw)[4]) {
 #pragma unroll
@@ -224,7 +232,8 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
   const int tw = tid % 128;
   const uint32_t sbase = smem_addr(base);
   const float kv_scale = kDs ? 1.f : mla_kv_scale(p);
-  const float qk_base = mla_scale(p) * kLog2e * kv_scale;  // (the values are the fp8 values x kv_scale)
+  // (fp8: the values are the fp8 values x kv_scale; kDs: 1, the group scales applied in registers)
+  const float qk_base = mla_scale(p) * kLog2e * kv_scale;
   const T* q_nope = static_cast<const T*>(p.q_nope);
   const T* q_pe = static_cast<const T*>(p.q_pe);
   // This thread's rows (N of both products): row(k) = 8 (k / 2) + 2c + k % 2, k < 16 (c = lane % 4);
@@ -238,10 +247,11 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
     const int kv_len = kSparse ? mla_kv_len<true>(p, b, capacity) : int(clamp_kv_len(p.kv_lens[b], capacity));
     const TileSpan tiles = mla_piece_tiles(s, part, b, mla_tiles_of(kv_len));
 
-    // The sequence's queries as Q^T: f16 x 2^k per row (k puts the row's largest finite |q| in
-    // [2^14, 2^15), as the converting path's convert_queries; a zero or non-finite row keeps k = 0),
-    // dims permuted. Four threads a row, 18 chunks of 8 values each; the maximum first, then the
-    // values again (L1). Both warpgroups are done with the previous sequence's S^T and rows.
+    // The sequence's queries as Q^T: f16 (kDs: bf16) x 2^k per row (k puts the row's largest finite
+    // |q| in [2^14, 2^15), as the converting path's convert_queries; a zero or non-finite row keeps
+    // k = 0), dims permuted (kDs: the rope's in natural order). Four threads a row, 18 chunks of 8
+    // values each; the maximum first, then the values again (L1). Both warpgroups are done with the
+    // previous sequence's S^T and rows.
     named_barrier_sync(kWideBarBoth, 256);
     {
       const int r = tid / 4, sub = tid % 4;
@@ -336,8 +346,9 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
         const int stage = wg ? st1 : st0;
         mbar_wait(&full[stage], wg ? ph1 : ph0);
         bad |= sBad[stage] != 0;
-        // S^T = K Q^T: 18 groups of two k-steps, each group's ldmatrix issued before the previous
-        // group's products and converted after them (two sets of A registers).
+        // S^T = K Q^T: 18 groups (kDs: 16, then the rope's four bf16 k-steps) of two k-steps, each
+        // group's ldmatrix issued before the previous group's products and converted after them
+        // (two sets of A registers).
         const uint32_t raw = sbase + S::kRaw + stage * S::kRawStride;
         // This lane's ldmatrix row: token 16 ww + lane % 8 + 8 ((lane / 8) % 2), bytes 16 (lane / 16).
         const int ls = wide_launder(lane);

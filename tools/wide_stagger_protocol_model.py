@@ -2,11 +2,13 @@
 NOTES item 49 h): the two compute warpgroups and the loader as Python generators under random
 interleavings, over sequences of 0-7 tiles. Checks deadlock, a second bar.arrive on a named barrier
 before its round completes, stale reads of P^T slots / rescale factors / running maxima / raw buffers,
-and over-counted empty barriers. `python3 tools/wide_stagger_protocol_model.py` prints "failures 0"
+and over-counted empty barriers. `python3 tools/wide_stagger_protocol_model.py [A|B]` prints "failures 0"
 (S = raw buffers, SLOTS = P^T slots at the top: 2 slots make it report overwrites, 1 buffer a deadlock).
-Written by a review helper in session 28; no GPU needed."""
+Order A is the staggered patch's, B the order-B patch's (O^T(t - 1) before softmax(t)). Written by a
+review helper in session 28 (order B added after); no GPU needed."""
 import random, itertools, sys
 S=3; SLOTS=3
+ORDER = sys.argv[1] if len(sys.argv) > 1 else 'A'  # 'A': O^T(t - 1), O^T(t) after softmax(t); 'B': O^T(t - 1) before it
 class Dead(Exception): pass
 def run(seqs, seed):
     rng=random.Random(seed)
@@ -48,6 +50,18 @@ def run(seqs, seed):
             use0=use
             def st_of(x): return (use0+x)%S
             def ph_of(x): return (use0+x)//S
+            def ot(x):
+                if slot[x%SLOTS]!=(si,x): err.append(f'ot slot stale {slot[x%SLOTS]} want {(si,x)}')
+                s=st_of(x)
+                while full[s] < ph_of(x)+1: yield 'wait'
+                if buf[s]!=(si,x): err.append(f'ot buf stale {buf[s]} want {(si,x)}')
+                yield 'ot'
+                if buf[s]!=(si,x): err.append(f'ot buf changed under read')
+                if slot[x%SLOTS]!=(si,x): err.append(f'ot slot changed under read')
+                slot_readers.setdefault((si,x),set()).add(w)
+                empty_cnt[s]+=4
+                if empty_cnt[s]==8: empty_cnt[s]=0; empty[s]+=1
+                elif empty_cnt[s]>8: err.append('empty overflow')
             t=w
             while True:
                 own=t<n; prev=t>=1 and t-1<n
@@ -59,6 +73,7 @@ def run(seqs, seed):
                     yield 'st'
                 if prev:
                     yield from nb_sync(4+(1-w), w)
+                    if ORDER=='B': yield from ot(t-1)
                 if own:
                     # softmax reads
                     if sM[t&1]!=(si,t-1): err.append(f'm_in stale {sM[t&1]} for {(si,t)}')
@@ -75,18 +90,11 @@ def run(seqs, seed):
                     nb_arrive(4+w, w)
                 else:
                     if slot[(t-1)%SLOTS]!=(si,t-1): err.append('last corr stale')
-                for x in range((t-1) if prev else t, (t if own else t-1)+1):
-                    if slot[x%SLOTS]!=(si,x): err.append(f'ot slot stale {slot[x%SLOTS]} want {(si,x)}')
-                    s=st_of(x)
-                    while full[s] < ph_of(x)+1: yield 'wait'
-                    if buf[s]!=(si,x): err.append(f'ot buf stale {buf[s]} want {(si,x)}')
-                    yield 'ot'
-                    if buf[s]!=(si,x): err.append(f'ot buf changed under read')
-                    if slot[x%SLOTS]!=(si,x): err.append(f'ot slot changed under read')
-                    slot_readers.setdefault((si,x),set()).add(w)
-                    empty_cnt[s]+=4
-                    if empty_cnt[s]==8: empty_cnt[s]=0; empty[s]+=1
-                    elif empty_cnt[s]>8: err.append('empty overflow')
+                if ORDER=='A':
+                    for x in range((t-1) if prev else t, (t if own else t-1)+1):
+                        yield from ot(x)
+                elif own:
+                    yield from ot(t)
                 t+=2
             use+=n
             yield from nb_sync(1,w)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call for session 28's staggered wide kernel (bench/experiments/README.md, NOTES item
-# 49 f-h): a build of main and of main + the patch, the wide kernels' tests on the patch's build, and
-# an A/B of the fp8, 656 and sparse wide configs (2 rounds). About 8-9 minutes.
+# 49 f-h): builds of main, main + the staggered patch (order A) and main + its order-B variant, the
+# wide kernels' tests on order A's build, and a 2-round A/B of fp8 h128 b64 and sparse 656 h128 b64
+# with per-layer times. About 8-9 minutes. (Order B's tests: AB_TEST="sb:..." in a second call.)
 #   run tool: command "bash bench/experiments/run_2026-11-26_staggered.sh", carry [".whl"]
 # Then, in a second call, the sanitizers on the patched tree (synccheck above all: named barriers):
 #   patch -p1 < bench/experiments/2026-11-26_mla_wide_staggered.patch && SANITIZE_TOOLS="memcheck
@@ -14,9 +15,11 @@ export PYTHONPATH=/tmp/site XLA_PYTHON_CLIENT_PREALLOCATE=false JAXPAGED_CUDA_AR
 start=$(date +%s)
 # (test_fp8's wide cases: more than 16 query rows in pages of >= 64; test_mla_sparse's 656 bf16 ones;
 # test_adversarial's MLA cases take the wide kernels for fp8 and 656-byte rows at 32+ rows)
+# (order A - the staggered patch - and order B, its O^T(t - 1) before the softmax: NOTES item 49 f)
 AB_TEST='st:tests/test_fp8.py tests/test_mla_sparse.py tests/test_adversarial.py -k "mla or 656 or sparse" -n 8' \
-AB_TEST_LIMIT=240 OUT="$OUT" bash bench/ab.sh 2 base=. st=patch:bench/experiments/2026-11-26_mla_wide_staggered.patch -- \
-  --only mla_fp8_h128_b64_ctx4k mla_fp8_h128_b128_ctx8k mla_656_h128_b64_ctx4k sparse_h128_b64_topk2048 --ours-step \
+AB_TEST_LIMIT=180 OUT="$OUT" bash bench/ab.sh 2 base=. st=patch:bench/experiments/2026-11-26_mla_wide_staggered.patch \
+  sb=patch:bench/experiments/2026-11-26_mla_wide_staggered_order_b.patch -- \
+  --only mla_fp8_h128_b64_ctx4k sparse_h128_b64_topk2048 --ours-step \
   2>&1 | grep -v "^builds"
-mkdir -p /tmp/abres && mv "$OUT"/base_* "$OUT"/st_* "$OUT"/build_*.log /tmp/abres/ 2>/dev/null
+mkdir -p /tmp/abres && mv "$OUT"/base_* "$OUT"/st_* "$OUT"/sb_* "$OUT"/build_*.log /tmp/abres/ 2>/dev/null
 echo "total $(( $(date +%s) - start )) s"

@@ -67,6 +67,16 @@ __device__ __forceinline__ void fp8x16_to(const uint4& in, uint4& lo, uint4& hi,
   hi = make_uint4(o[4], o[5], o[6], o[7]);
 }
 
+// Two fp8 values as an f16x2 (exact) times a scale each, each product rounded to T: how 656-byte
+// rows read with bf16 dequantization are rounded (the reference's float32 product, then T).
+template <typename T>
+__device__ __forceinline__ uint32_t half2_bits_scaled_to(uint32_t h2, float s_lo, float s_hi) {
+  __half2 h;
+  *reinterpret_cast<uint32_t*>(&h) = h2;
+  const float2 f = __half22float2(h);
+  return pack2<T>(f.x * s_lo, f.y * s_hi);
+}
+
 // Sixteen e4m3 values times `scale`, rounded to T (the Hopper MLA kernel's 656-byte rows, whose
 // per-token group scales cannot be applied after its products).
 template <typename T>
@@ -75,10 +85,7 @@ __device__ __forceinline__ void fp8x16_scaled_to(const uint4& in, float scale, u
   uint32_t o[8];
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
-    __half2 h;
-    *reinterpret_cast<uint32_t*>(&h) = fp8x2_to_half2_bits((w[i / 2] >> (16 * (i % 2))) & 0xFFFFu, false);
-    const float2 f = __half22float2(h);
-    o[i] = pack2<T>(f.x * scale, f.y * scale);
+    o[i] = half2_bits_scaled_to<T>(fp8x2_to_half2_bits((w[i / 2] >> (16 * (i % 2))) & 0xFFFFu, false), scale, scale);
   }
   lo = make_uint4(o[0], o[1], o[2], o[3]);
   hi = make_uint4(o[4], o[5], o[6], o[7]);
@@ -100,10 +107,8 @@ __device__ __forceinline__ uint4 fp8x8_scaled_to(const uint2& in, float scale) {
   uint32_t o[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    __half2 h;
-    *reinterpret_cast<uint32_t*>(&h) = fp8x2_to_half2_bits(((i < 2 ? in.x : in.y) >> (16 * (i % 2))) & 0xFFFFu, false);
-    const float2 f = __half22float2(h);
-    o[i] = pack2<T>(f.x * scale, f.y * scale);
+    const uint32_t two = ((i < 2 ? in.x : in.y) >> (16 * (i % 2))) & 0xFFFFu;
+    o[i] = half2_bits_scaled_to<T>(fp8x2_to_half2_bits(two, false), scale, scale);
   }
   return make_uint4(o[0], o[1], o[2], o[3]);
 }

@@ -62,6 +62,7 @@
 
 #include <type_traits>
 
+#include "common/fp8.cuh"  // half2_bits_scaled_to
 #include "common/gpu_math.cuh"
 #include "common/masking.h"
 #include "common/pdl.cuh"
@@ -137,16 +138,6 @@ __device__ __forceinline__ void wide_fp8x4_to_f16x2(uint32_t w, uint32_t& lo, ui
         : "r"(w));
   }
 }
-// kDs: two converted e4m3 values (an f16x2, exact) times their group scales as ds_dequant="bfloat16"
-// reads them: the float32 product rounded to bf16 (nearest even), as the reference, the CPU kernel
-// and the wgmma kernel's loader do (host_tokens.h, loader.cuh).
-__device__ __forceinline__ uint32_t wide_ds_scale2(uint32_t h2, float s_lo, float s_hi) {
-  float lo, hi;
-  asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.f32.f16 %0, l;\ncvt.f32.f16 %1, h;\n}\n"
-      : "=f"(lo), "=f"(hi)
-      : "r"(h2));
-  return pack2<gpu_bf16>(lo * s_lo, hi * s_hi);
-}
 // S^T's A fragments of k-steps 2 kk and 2 kk + 1 from an ldmatrix x4 of the raw tile (raw[0]: token
 // g, bytes 4c .. 4c + 3 of the first 16 dims; raw[1]: token g + 8; raw[2], raw[3]: the next 16).
 template <bool kE5m2>
@@ -174,9 +165,9 @@ __device__ __forceinline__ void wide_v_fragments(uint32_t* set, const uint32_t (
 // kDs: DeepSeek-V3.2's 656-byte rows read with ds_dequant="bfloat16" (NOTES item 49): cache_map
 // brings the latent bytes, tail_map each row's four float32 group scales and 64 bf16 rope values.
 // The products run on bf16 tensor cores: K's and V's values are converted in registers to the
-// bf16 of value x group scale (wide_ds_scale2: the reading's own rounding, so the kernel matches
-// the reference as the wgmma kernel does), the rope's bf16 values go in as they are, Q^T is bf16
-// (x 2^k per row, as the f16 one) and P^T bf16.
+// bf16 of value x group scale (common/fp8.cuh's half2_bits_scaled_to, the wgmma kernel's loader's
+// rounding: the reading's own, so the kernel matches the reference), the rope's bf16 values go in
+// as they are, Q^T is bf16 (x 2^k per row, as the f16 one) and P^T bf16.
 // kSparse (with kDs): sequences are sparse index lists, gathered by the loader warpgroup's 128
 // threads (mla_ds_gather_ring); an entry that names no key is masked by its tile's key bytes.
 template <typename T, bool kE5m2, bool kDs = false, bool kSparse = false>
@@ -377,7 +368,7 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
 #pragma unroll
             for (int i = 0; i < 8; ++i) {
               const float sc = i % 2 ? s_hi : s_lo;
-              a[kk % 2][i] = wide_ds_scale2(a[kk % 2][i], sc, sc);
+              a[kk % 2][i] = half2_bits_scaled_to<gpu_bf16>(a[kk % 2][i], sc, sc);
             }
           }
           wgmma_fence();
@@ -579,10 +570,10 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
               constexpr int kRow = kMlaDsTailRow / 4;
               const float s0 = c0[0], s1 = c0[kRow], s8 = c0[8 * kRow], s9 = c0[9 * kRow];
               uint32_t* set = a[gi % 2] + 4 * s2;
-              set[0] = wide_ds_scale2(set[0], s0, s1);
-              set[1] = wide_ds_scale2(set[1], s0, s1);
-              set[2] = wide_ds_scale2(set[2], s8, s9);
-              set[3] = wide_ds_scale2(set[3], s8, s9);
+              set[0] = half2_bits_scaled_to<gpu_bf16>(set[0], s0, s1);
+              set[1] = half2_bits_scaled_to<gpu_bf16>(set[1], s0, s1);
+              set[2] = half2_bits_scaled_to<gpu_bf16>(set[2], s8, s9);
+              set[3] = half2_bits_scaled_to<gpu_bf16>(set[3], s8, s9);
             }
           }
           wgmma_fence();

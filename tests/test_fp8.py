@@ -129,6 +129,24 @@ def test_mla_quantized_caches_match_reference(rng, fmt, heads, s_q, page_size, c
     assert_close(vout[0], ref_out, Q_DTYPE)
 
 
+def test_mla_656_bf16_huge_latents_stay_finite(rng):
+    """656-byte rows whose latents are ~1e34 (group scales ~1e31), read with bf16 dequantization by
+    128 query rows in pages of 64 (on Hopper: the wide kernel). The reference's float32 scores stay
+    finite, so the kernels' must: the wide kernel once scaled its bf16 queries by 2^k per row (up to
+    2^14), which took such scores' float32 sums past the largest float (NOTES item 49 g)."""
+    big = 1e34
+    case = mla_case(rng, kv_lens=[3, 200, 65], s_q=1, num_heads=128, page_size=64, dtype=Q_DTYPE, combined=True)
+    latent = np.asarray(case.ckv_cache[..., :512], np.float32) * big
+    rows = _fp8.pack_ds_rows(latent, case.ckv_cache[..., 512:])
+    args = (case.q_nope, case.q_pe, rows, None, case.kv_lens, case.block_tables)
+    out, lse = jax.jit(functools.partial(jaxpaged.mla_decode, scale=0.07, ds_dequant="bfloat16"))(*args)
+    ref_out, ref_lse = reference.mla_decode(*args, scale=0.07, ds_dequant="bfloat16")
+    assert np.all(np.isfinite(np.asarray(ref_out, np.float32))) and np.all(np.isfinite(ref_lse))
+    assert_close(np.asarray(out, np.float32) / big, np.asarray(ref_out, np.float32) / big, Q_DTYPE)
+    # (the scores are ~1e34: lse relative to its size, well within float32 sums' rounding)
+    np.testing.assert_allclose(np.asarray(lse), np.asarray(ref_lse), rtol=1e-4)
+
+
 @pytest.mark.parametrize("fmt", ["bf16", "fp8 combined", "fp8 combined e5m2"])
 @pytest.mark.parametrize("heads", [4, 32])
 def test_mla_row_without_keys_is_zero_beside_nan_values(rng, fmt, heads):

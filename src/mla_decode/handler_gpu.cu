@@ -87,9 +87,12 @@ ffi::Error launch_wgmma_for(const MlaDecodeParams& p, int row_blocks, int parts,
     return launch_mla_wgmma<T, false, kSparse, kMlaSame>(p, row_blocks, parts, sched, ws_out, ws_lse, maps, stream);
   };
   if constexpr (std::is_same<T, gpu_bf16>::value) {
-    if (p.sparse && mla_ds_wide_applies(p) && mla_ds_wide_enabled()) {
-      const MlaDsMaps unused{};  // (lists are gathered: the kernel's maps go unread)
-      return launch_mla_ds_wide(p, row_blocks, parts, sched, ws_out, ws_lse, unused, stream);
+    // (656-byte rows: no fp8 kernel below takes them, so this test may come first)
+    if (mla_ds_wide_applies(p) && mla_ds_wide_enabled()) {
+      MlaDsMaps ds{};  // (sparse lists are gathered: their kernel's maps go unread)
+      if (p.sparse || make_ds_maps(p, &ds)) {
+        return launch_mla_ds_wide(p, row_blocks, parts, sched, ws_out, ws_lse, ds, stream);
+      }
     }
   }
   if (p.sparse) return gather(std::true_type{});
@@ -100,10 +103,6 @@ ffi::Error launch_wgmma_for(const MlaDecodeParams& p, int row_blocks, int parts,
     }
     if (mla_fp8_wide_applies(p) && mla_fp8_wide_enabled() && make_fp8_narrow_map(p, &narrow)) {
       return launch_mla_fp8_wide(p, row_blocks, parts, sched, ws_out, ws_lse, narrow, stream);
-    }
-    MlaDsMaps ds{};
-    if (!p.sparse && mla_ds_wide_applies(p) && mla_ds_wide_enabled() && make_ds_maps(p, &ds)) {
-      return launch_mla_ds_wide(p, row_blocks, parts, sched, ws_out, ws_lse, ds, stream);
     }
   }
   if (!mla_quantized(p) && make_tma_maps<T>(p, &maps)) {

@@ -107,10 +107,9 @@ __device__ __forceinline__ void mla_ds_gather_ring(const MlaDecodeParams& p, con
     };
     int32_t e_next = entry(tiles.begin);
     for (int u = tiles.begin; u < tiles.end; ++u, ++use) {
-      const int j = u * kMlaTileKeys + row;
-      const int32_t e = e_next;
+      const int32_t e = e_next;  // (-1 past the list: entry() checked the row against kv_len)
       e_next = entry(u + 1);
-      const bool ok = j < kv_len && mla_entry_ok<true>(p, e, pool);
+      const bool ok = mla_entry_ok<true>(p, e, pool);
       const int stage = use % kStages;
       mbar_wait(&empty[stage], (uint32_t(use / kStages) & 1u) ^ 1u);
       unsigned char* raw = raw0 + stage * kMlaDsRawBytes;

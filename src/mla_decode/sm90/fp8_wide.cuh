@@ -14,7 +14,7 @@
 // on 16-bit tensor cores (m64n64k16 f16, A from registers, B from shared memory): each fp8 value
 // is an f16 exactly (one cvt per two values), the queries are f16 times a power of two per row
 // (as the converting path's), the products accumulate in float32 - the 16-bit path's accuracy
-// (kDs: bf16 tensor cores, each value bf16(value x group scale), queries bf16 x 2^k; see
+// (kDs: bf16 tensor cores, each value bf16(value x group scale), queries bf16 as they are; see
 // mla_fp8_wide_body). tools/wgmma_rega_probe.cu checked both products against float64 on the H100
 // (the f16 ones; kDs's bf16 scaled fragments are checked by the tests) and timed them:
 // A from registers runs at the tensor cores' rate, and with two warpgroups the conversion of one
@@ -167,7 +167,8 @@ __device__ __forceinline__ void wide_v_fragments(uint32_t* set, const uint32_t (
 // The products run on bf16 tensor cores: K's and V's values are converted in registers to the
 // bf16 of value x group scale (common/fp8.cuh's half2_bits_scaled_to, the wgmma kernel's loader's
 // rounding: the reading's own, so the kernel matches the reference), the rope's bf16 values go in
-// as they are, Q^T is bf16 (x 2^k per row, as the f16 one) and P^T bf16.
+// as they are, Q^T is the bf16 queries unscaled (k = 0: a power of two would only bring the scores'
+// float32 sums nearer overflow, NOTES item 49 g / 50 b) and P^T bf16.
 // kSparse (with kDs): sequences are sparse index lists, gathered by the loader warpgroup's 128
 // threads (mla_ds_gather_ring); an entry that names no key is masked by its tile's key bytes.
 template <typename T, bool kE5m2, bool kDs = false, bool kSparse = false>
@@ -238,11 +239,11 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
     const int kv_len = kSparse ? mla_kv_len<true>(p, b, capacity) : int(clamp_kv_len(p.kv_lens[b], capacity));
     const TileSpan tiles = mla_piece_tiles(s, part, b, mla_tiles_of(kv_len));
 
-    // The sequence's queries as Q^T: f16 (kDs: bf16) x 2^k per row (k puts the row's largest finite
-    // |q| in [2^14, 2^15), as the converting path's convert_queries; a zero or non-finite row keeps
-    // k = 0), dims permuted (kDs: the rope's in natural order). Four threads a row, 18 chunks of 8
-    // values each; the maximum first, then the values again (L1). Both warpgroups are done with the
-    // previous sequence's S^T and rows.
+    // The sequence's queries as Q^T: f16 x 2^k per row (k puts the row's largest finite |q| in
+    // [2^14, 2^15), as the converting path's convert_queries; a zero or non-finite row keeps k = 0;
+    // kDs: bf16, k = 0), dims permuted (kDs: the rope's in natural order). Four threads a row, 18
+    // chunks of 8 values each; the maximum first, then the values again (L1). Both warpgroups are
+    // done with the previous sequence's S^T and rows.
     named_barrier_sync(kWideBarBoth, 256);
     {
       const int r = tid / 4, sub = tid % 4;
@@ -255,20 +256,24 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
       };
       auto lo_f = [](uint32_t w) { return __uint_as_float(w << 16); };
       auto hi_f = [](uint32_t w) { return __uint_as_float(w & 0xFFFF0000u); };
-      float mx = 0.f;
-#pragma unroll 6
-      for (int i = 0; i < 18; ++i) {
-        const uint4 v = chunk(sub + 4 * i);
-        const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-        for (int k = 0; k < 4; ++k) mx = fmaxf(mx, fmaxf(fabsf(lo_f(w4[k])), fabsf(hi_f(w4[k]))));  // (drops NaN)
-      }
-      mx = fmaxf(mx, gpu::shfl_xor(mx, 1));
-      mx = fmaxf(mx, gpu::shfl_xor(mx, 2));
       int k = 0;
-      if (mx > 0.f && mx != INFINITY) {
-        const int e = int((__float_as_uint(mx) >> 23) & 0xFFu) - 127;  // (-127: a subnormal)
-        k = min(14 - e, 126);
+      if constexpr (!kDs) {  // (kDs: bf16 holds the queries as they are, k = 0 - a power of two there
+                             // would only bring the scores' float32 sums nearer their overflow)
+        float mx = 0.f;
+#pragma unroll 6
+        for (int i = 0; i < 18; ++i) {
+          const uint4 v = chunk(sub + 4 * i);
+          const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+          for (int kq = 0; kq < 4; ++kq)  // (fmaxf drops NaN)
+            mx = fmaxf(mx, fmaxf(fabsf(lo_f(w4[kq])), fabsf(hi_f(w4[kq]))));
+        }
+        mx = fmaxf(mx, gpu::shfl_xor(mx, 1));
+        mx = fmaxf(mx, gpu::shfl_xor(mx, 2));
+        if (mx > 0.f && mx != INFINITY) {
+          const int e = int((__float_as_uint(mx) >> 23) & 0xFFu) - 127;  // (-127: a subnormal)
+          k = min(14 - e, 126);
+        }
       }
       const float f = __uint_as_float(uint32_t(127 + k) << 23);
       if (sub == 0) {
@@ -281,7 +286,7 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
         const uint4 v = chunk(ch);
         const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
         uint32_t h[4];
-        if (kDs && ch >= 64) {  // kDs: the rope in bf16 x 2^k, dims in their natural order (the
+        if (kDs && ch >= 64) {  // kDs: the rope in bf16, dims in their natural order (the
                                 // cache's bf16 rope comes as A fragments by plain ldmatrix)
 #pragma unroll
           for (int q = 0; q < 4; ++q) h[q] = pack2<gpu_bf16>(lo_f(w4[q]) * f, hi_f(w4[q]) * f);

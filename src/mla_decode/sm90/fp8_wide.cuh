@@ -242,18 +242,33 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
     // The sequence's queries as Q^T: f16 x 2^k per row (k puts the row's largest finite |q| in
     // [2^14, 2^15), as the converting path's convert_queries; a zero or non-finite row keeps k = 0;
     // kDs: bf16, k = 0), dims permuted (kDs: the rope's in natural order). Four threads a row, 18
-    // chunks of 8 values each; the maximum first, then the values again (L1). Both warpgroups are
-    // done with the previous sequence's S^T and rows.
+    // chunks of 8 values each, copied raw into Q^T's place; the maximum first, then the conversion
+    // in place. Both warpgroups are done with the previous sequence's S^T and rows.
     named_barrier_sync(kWideBarBoth, 256);
     {
       const int r = tid / 4, sub = tid % 4;
       const bool live = row0 + r < rows_per_b;
       const int64_t gq = int64_t(b) * rows_per_b + (live ? row0 + r : 0);
-      auto chunk = [&](int ch) -> uint4 {
-        if (!live) return make_uint4(0, 0, 0, 0);
-        return ch < 64 ? *reinterpret_cast<const uint4*>(q_nope + gq * kMlaLatentDim + ch * 8)
-                       : *reinterpret_cast<const uint4*>(q_pe + gq * kMlaRopeDim + (ch - 64) * 8);
+      // Where chunk ch of row r lands in Q^T: first its raw 16 bytes, then its converted values.
+      // The kDs rope's chunks keep their own 16 bytes; every other chunk's 8 values spread over the
+      // two 16-byte units of its 16-dim group (dim pair q of half hf = ch % 2 to word 4 (q % 2) +
+      // 2 hf + q / 2 of the group's 8 words), which it shares with chunk ch ^ 1 - the lane beside.
+      auto unit = [&](int ch) -> unsigned char* {
+        if (kDs && ch >= 64) return base + S::kQ + 8 * S::kBlock + sw128_offset(r, ch - 64);
+        const int grp = ch / 2;
+        return base + S::kQ + (grp / 4) * S::kBlock + sw128_offset(r, (grp % 4) * 2 + ch % 2);
       };
+      // All 18 raw chunks by cp.async at once (zeros for rows past the sequence's): one round of
+      // global latency where two passes of loads took six (NOTES item 50 c). (A rolled loop: the
+      // copies do not wait, and unrolled its 18 addresses stay live into the passes below.)
+#pragma unroll 1
+      for (int i = 0; i < 18; ++i) {
+        const int ch = sub + 4 * i;
+        const T* src = ch < 64 ? q_nope + gq * kMlaLatentDim + ch * 8 : q_pe + gq * kMlaRopeDim + (ch - 64) * 8;
+        cp_async_16(unit(ch), src, live);
+      }
+      cp_async_commit();
+      cp_async_wait<0>();  // (this thread's own chunks: it alone reads them back)
       auto lo_f = [](uint32_t w) { return __uint_as_float(w << 16); };
       auto hi_f = [](uint32_t w) { return __uint_as_float(w & 0xFFFF0000u); };
       int k = 0;
@@ -262,7 +277,7 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
         float mx = 0.f;
 #pragma unroll 6
         for (int i = 0; i < 18; ++i) {
-          const uint4 v = chunk(sub + 4 * i);
+          const uint4 v = *reinterpret_cast<const uint4*>(unit(sub + 4 * i));
           const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
           for (int kq = 0; kq < 4; ++kq)  // (fmaxf drops NaN)
@@ -282,16 +297,18 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
       }
 #pragma unroll 6
       for (int i = 0; i < 18; ++i) {
-        const int ch = sub + 4 * i;  // dims 8 ch .. + 7: half hf = ch % 2 of the 16-dim group ch / 2
-        const uint4 v = chunk(ch);
+        const int ch = sub + 4 * i;
+        unsigned char* at = unit(ch);
+        const uint4 v = *reinterpret_cast<const uint4*>(at);
         const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
+        __syncwarp();  // (the lane beside has read its raw chunk of the same two units: ch ^ 1 = its chunk
+                       // this iteration; the branch below is warp-uniform, i >= 16)
         uint32_t h[4];
         if (kDs && ch >= 64) {  // kDs: the rope in bf16, dims in their natural order (the
                                 // cache's bf16 rope comes as A fragments by plain ldmatrix)
 #pragma unroll
           for (int q = 0; q < 4; ++q) h[q] = pack2<gpu_bf16>(lo_f(w4[q]) * f, hi_f(w4[q]) * f);
-          *reinterpret_cast<uint4*>(base + S::kQ + 8 * S::kBlock + sw128_offset(r, ch - 64)) =
-              make_uint4(h[0], h[1], h[2], h[3]);
+          *reinterpret_cast<uint4*>(at) = make_uint4(h[0], h[1], h[2], h[3]);
           continue;
         }
 #pragma unroll

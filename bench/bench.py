@@ -107,10 +107,12 @@ CONFIGS = [
     Mla("mla_fp8_h128_b128_ctx8k", batch=128, ctx=8192, cache="fp8"),
     Mla("mla_fp8_h16_b128_ctx4k", heads=16, batch=128, cache="fp8"),
     Mla("mla_656_h128_b64_ctx4k", cache="656"),
+    Mla("mla_656_h16_b128_ctx4k", cache="656", heads=16, batch=128),
     Mla("mla_656exact_h128_b64_ctx4k", cache="656", ds_dequant="float32"),  # (exact: the portable kernel)
     Mla("sparse_h128_b64_topk2048", cache="656", topk=2048),
     Mla("sparse_h128_b128_topk2048", cache="656", batch=128, topk=2048),
     Mla("sparse_h64_b64_topk2048", cache="656", heads=64, topk=2048),
+    Mla("sparse_h16_b64_topk2048", cache="656", heads=16, topk=2048),  # (DeepSeek-V3.2 at TP 8)
     Mla("sparse_h128_sq2_b32_topk2048", cache="656", batch=32, s_q=2, topk=2048),
     Mla("sparse_h128_b64_topk2048_bf16", topk=2048),
     Mla("sparse_h128_b64_topk2048_page1", cache="656", page=1, topk=2048),

@@ -2,7 +2,7 @@
 // bf16 queries, the combined 576-byte rows in pages of >= 64 tokens (TMA). Built for sm_90a only
 // (fp8_wide.cu). On by default where it applies; JAXPAGED_MLA_FP8_WIDE=0 opts out (handler_gpu.cu).
 // kDs (mla_ds_wide_kernel): DeepSeek-V3.2's 656-byte rows read with ds_dequant="bfloat16" (dense
-// caches and sparse index lists), see mla_fp8_wide_body.
+// caches and sparse index lists; any number of query rows), see mla_fp8_wide_body.
 //
 // Why a kernel of its own (NOTES items 42-43, 46 f, 47): the wgmma kernel (kernel.cuh) computes on
 // 16-bit tiles in shared memory, so its loader converts each fp8 tile into a 72 KiB 16-bit copy,

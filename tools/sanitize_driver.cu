@@ -359,6 +359,10 @@ int main(int argc, char** argv) {
       // (656-byte rows read with bf16 dequantization, 128 query rows, pages of 64: the wide kernel on
       // Hopper, dense and over the sparse lists, unless JAXPAGED_MLA_DS_WIDE=0)
       {"656-byte rows bf16 dequant h128 junk ids", {4096, 33, 0, -5}, 1, 128, 64, true, false, 2, 128, 3},
+      // (and at 16 or fewer query rows since session 29: a quarter of the block's rows live; the
+      // page-1 cache's dense call takes the wgmma kernel, its sparse lists the wide one)
+      {"656-byte rows bf16 dequant h16 junk ids", {4096, 33, 0, -5, 130}, 1, 16, 64, true, false, 2, 128, 3},
+      {"656-byte rows bf16 dequant h8 s_q 2 page 1 junk ids", {1, 65, 700, -3}, 2, 8, 1, true, false, 2, 64, 3},
   };
   int device = 0, count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {

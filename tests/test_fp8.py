@@ -93,6 +93,7 @@ def _latent_amax(case):
     # 12 rows, so 4 of its 16 row slots stay unused)
     (1, 16, 64, True, [3, 64, 700]),
     (4, 3, 256, True, [0, 200, 1025]),
+    (1, 3, 64, True, [2, 64, 300]),  # 3 rows: not a multiple of 4 (656 bf16: the wide kernel, 61 rows dead)
     # More query rows, pages of >= 64 (combined fp8: Hopper's wide fp8 kernel): 128 rows (two row
     # blocks) with cut sequences, an odd number of tiles, an empty one; 32 rows (half a row block
     # unused); 64 heads x 2 causal query tokens.

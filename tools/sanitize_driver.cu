@@ -363,6 +363,7 @@ int main(int argc, char** argv) {
       // page-1 cache's dense call takes the wgmma kernel, its sparse lists the wide one)
       {"656-byte rows bf16 dequant h16 junk ids", {4096, 33, 0, -5, 130}, 1, 16, 64, true, false, 2, 128, 3},
       {"656-byte rows bf16 dequant h8 s_q 2 page 1 junk ids", {1, 65, 700, -3}, 2, 8, 1, true, false, 2, 64, 3},
+      {"656-byte rows bf16 dequant h8 s_q 2 causal page 64 junk ids", {1, 65, 700, -3, 130}, 2, 8, 64, true, true, 2, 0, 3},
   };
   int device = 0, count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {

@@ -26,7 +26,9 @@ __device__ __forceinline__ void cp_async_8(void* smem, const void* gmem, bool va
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+// ("memory": no shared-memory access of this thread may move above the wait - the wide MLA kernel
+// reads its own copies right after it, with no barrier between)
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
 // Four 8x8 b16 matrices; lane i supplies the row address of matrix i / 8 (a 32-bit shared-memory
 // address, or a pointer into shared memory); register q receives matrix q in the mma fragment

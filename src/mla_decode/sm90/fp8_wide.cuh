@@ -1,4 +1,4 @@
-// MLA decode over a per-tensor fp8 cache for sequences of more than 16 query rows (Hq = 32-128),
+// MLA decode over a per-tensor fp8 cache for sequences of more than 16 query rows (Hq = 32-128; kDs below: any),
 // bf16 queries, the combined 576-byte rows in pages of >= 64 tokens (TMA). Built for sm_90a only
 // (fp8_wide.cu). On by default where it applies; JAXPAGED_MLA_FP8_WIDE=0 opts out (handler_gpu.cu).
 // kDs (mla_ds_wide_kernel): DeepSeek-V3.2's 656-byte rows read with ds_dequant="bfloat16" (dense

@@ -1,0 +1,297 @@
+// A standalone probe of NOTES item 50 i's design for 656-byte rows (DeepSeek-V3.2's cache) at 64-128
+// heads, before any kernel is built on it: FlashMLA's division of work, where a *producer*
+// warpgroup dequantizes each gathered 64-token tile once per 2-block cluster into bf16 tiles in
+// shared memory (each block converts 32 of the 64 tokens and writes them into its own and its
+// peer's buffer), and the math warpgroups read bf16 tiles only (the 16-bit kernel's products).
+// Written in session 29 without a GPU (compiled for sm_90a, not run).
+//
+//   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I src -o /tmp/ds_producer_probe \
+//     tools/ds_producer_probe.cu && /tmp/ds_producer_probe
+//
+// What it runs: 66 clusters of two blocks (the H100's 132 SMs at one block each), 384 threads a
+// block: warpgroup 2 the producer, warpgroups 0 and 1 stand-in consumers. Each cluster walks
+// `tiles` 64-token tiles of random top-k indices into a pool of 656-byte rows (-1 entries and
+// NaN-free random e4m3 bytes, random float32 group scales, random bf16 rope), through a ring of
+// two bf16 tile buffers [64 tokens x 576] per block (9 column blocks of 64 rows x 128 bytes,
+// 128-byte swizzle: the 16-bit kernel's K-major layout), i.e. 147,456 bytes, as FlashMLA's.
+//   producer: per tile, each thread one quarter of one of the block's 32 tokens (latent group q =
+//     thread % 4: eight 16-byte loads, its float32 scale; two of the rope's eight 16-byte chunks),
+//     plain loads into registers, value x scale rounded to bf16 (common/fp8.cuh: the documented
+//     ds_dequant="bfloat16" reading), 16-byte stores into its own block's buffer and by st.async
+//     into the peer's (their bytes complete a transaction on the peer's full barrier);
+//   full[s]: 128 local arrivals (after fence.proxy.async: the real consumers read by wgmma) + the
+//     peer's 36,864 bytes (expected by thread 0's arrival);
+//   consumers: wait full[s], spin `work` cycles (a tile's products and softmax, stood in for),
+//     meet on their warpgroup's named barrier, and one thread per warpgroup arrives on empty[s] of
+//     both blocks (count 4: a buffer is refilled once both blocks' consumers are done with it).
+// It reports cycles per tile (clock64 over the whole walk, per block; mean and max) for a few
+// consumer work values and with the peer writes off (mode "local": each block converts all 64
+// tokens itself - what a kernel without clusters would do), and checks the last tile's buffers of
+// every block bit for bit against the host's dequantization.
+// Reading the result: FlashMLA runs ~2.84 us a tile (0.091 ms, 32 tiles); our 16-bit kernel's
+// products and softmax ~2.3 us (~4000 cycles at 1.755 GHz). If "work 4000" stays near 4000 cycles a
+// tile, the producer keeps ahead and the design's bound is the math; if not, its cost shows here.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "common/fp8.cuh"
+#include "common/sm90/mbarrier.cuh"
+
+using namespace jaxpaged;
+
+namespace {
+
+constexpr int kTokens = 64, kDims = 576, kRow = 656, kThreads = 384;
+constexpr int kBlockBytes = kTokens * 128;            // one 64-dim column block: 64 rows x 128 bytes
+constexpr int kTileBytes = 9 * kBlockBytes;           // 73,728
+constexpr int kStages = 2;
+constexpr int kPeerBytes = 32 * kDims * 2;            // the peer's half of a tile: 36,864
+constexpr int kBarAt = kStages * kTileBytes;          // full[2], empty[2]
+constexpr int kSmem = kBarAt + 4 * 8 + 1024;          // (+ alignment)
+
+#define CHECK(x)                                                                       \
+  do {                                                                                 \
+    cudaError_t e_ = (x);                                                              \
+    if (e_ != cudaSuccess) {                                                           \
+      std::printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                    \
+    }                                                                                  \
+  } while (0)
+
+// Byte offset of 16-byte chunk c (dims 8c .. 8c + 7) of token t in a tile buffer.
+__host__ __device__ inline uint32_t chunk_at(int t, int c) {
+  return uint32_t((c / 8) * kBlockBytes + t * 128 + (((c % 8) ^ (t % 8)) * 16));
+}
+
+__device__ inline uint32_t cta_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+__device__ inline uint32_t map_to(uint32_t local, uint32_t rank) {
+  uint32_t a;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(a) : "r"(local), "r"(rank));
+  return a;
+}
+__device__ inline void cluster_meet() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+__device__ inline void st_async16(uint32_t remote, uint4 v, uint32_t remote_bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(
+                   remote),
+               "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(remote_bar)
+               : "memory");
+}
+__device__ inline void arrive_remote(uint32_t remote_bar) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote_bar) : "memory");
+}
+
+// mode 0: clusters (each block converts its 32 tokens, writes both blocks); 1: local (each block
+// converts all 64 tokens, writes only its own buffer; the peer's barriers are not touched).
+__global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
+    probe(const unsigned char* __restrict__ pool, int64_t pool_tokens, const int32_t* __restrict__ idx, int tiles,
+          int work, int mode, long long* __restrict__ cycles, uint16_t* __restrict__ last) {
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* base = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  uint64_t* full = reinterpret_cast<uint64_t*>(base + kBarAt);
+  uint64_t* empty = full + kStages;
+  const int tid = threadIdx.x, wg = tid / 128;
+  const uint32_t rank = cta_rank(), peer = rank ^ 1u;
+  const bool clustered = mode == 0;
+  const int cluster = blockIdx.x / 2;
+  const int32_t* list = idx + int64_t(cluster) * tiles * kTokens;
+  if (tid == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(&full[s], 128);
+      mbar_init(&empty[s], clustered ? 4 : 2);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  cluster_meet();  // (both blocks' barriers exist before either arrives on the other's)
+  const uint32_t sbase = uint32_t(__cvta_generic_to_shared(base));
+  const uint32_t peer_base = map_to(sbase, peer);
+  long long t0 = clock64();
+  if (wg == 2) {
+    const int pt = tid - 256;
+    const int q = pt % 4;                          // latent group q, rope chunks 2q and 2q + 1
+    const int n_tok = clustered ? 32 : 64;         // tokens this block converts per tile
+    for (int u = 0; u < tiles; ++u) {
+      const int s = u % kStages;
+      mbar_wait(&empty[s], (uint32_t(u / kStages) & 1u) ^ 1u);
+      for (int tk = pt / 4; tk < n_tok; tk += 32) {
+        const int t = clustered ? int(rank) * 32 + tk : tk;   // the tile's token
+        const int32_t e = list[u * kTokens + t];
+        const bool ok = e >= 0 && e < pool_tokens;
+        const unsigned char* row = pool + (ok ? int64_t(e) * kRow : 0);
+        uint4 raw[8], rope[2];
+        float scale = 0.f;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) raw[i] = ok ? *reinterpret_cast<const uint4*>(row + 128 * q + 16 * i) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+          rope[i] = ok ? *reinterpret_cast<const uint4*>(row + 528 + 16 * (2 * q + i)) : make_uint4(0, 0, 0, 0);
+        if (ok) scale = *reinterpret_cast<const float*>(row + 512 + 4 * q);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          uint4 lo, hi;
+          fp8x16_scaled_to<gpu_bf16>(raw[i], scale, lo, hi);
+          const int c = 16 * q + 2 * i;  // 16-byte output chunks c, c + 1 (dims 128 q + 16 i ..)
+          const uint32_t a0 = uint32_t(s) * kTileBytes + chunk_at(t, c), a1 = uint32_t(s) * kTileBytes + chunk_at(t, c + 1);
+          *reinterpret_cast<uint4*>(base + a0) = lo;
+          *reinterpret_cast<uint4*>(base + a1) = hi;
+          if (clustered) {
+            const uint32_t rb = map_to(uint32_t(__cvta_generic_to_shared(&full[s])), peer);
+            st_async16(peer_base + a0, lo, rb);
+            st_async16(peer_base + a1, hi, rb);
+          }
+        }
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const int c = 64 + 2 * q + i;
+          const uint32_t a = uint32_t(s) * kTileBytes + chunk_at(t, c);
+          *reinterpret_cast<uint4*>(base + a) = rope[i];
+          if (clustered) st_async16(peer_base + a, rope[i], map_to(uint32_t(__cvta_generic_to_shared(&full[s])), peer));
+        }
+      }
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // (wgmma readers in a kernel)
+      if (pt == 0 && clustered) mbar_arrive_expect_tx(&full[s], kPeerBytes);
+      else mbar_arrive(&full[s]);
+    }
+  } else {
+    uint32_t sink = 0;
+    for (int u = 0; u < tiles; ++u) {
+      const int s = u % kStages;
+      mbar_wait(&full[s], uint32_t(u / kStages) & 1u);
+      sink += *reinterpret_cast<const uint32_t*>(base + s * kTileBytes + 16 * (tid % 128));  // (touch the tile)
+      const long long w0 = clock64();
+      while (clock64() - w0 < work) {
+      }
+      if (u == tiles - 1 && wg == 0) {  // the last tile's buffer, for the host's check
+        for (int i = tid; i < kTokens * kDims / 8; i += 128) {
+          const int t = i / (kDims / 8), c = i % (kDims / 8);
+          *reinterpret_cast<uint4*>(last + (int64_t(blockIdx.x) * kTokens + t) * kDims + 8 * c) =
+              *reinterpret_cast<const uint4*>(base + s * kTileBytes + chunk_at(t, c));
+        }
+      }
+      asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
+      if (tid % 128 == 0) {
+        mbar_arrive(&empty[s]);
+        if (clustered) arrive_remote(map_to(uint32_t(__cvta_generic_to_shared(&empty[s])), peer));
+      }
+    }
+    if (sink == 0xFFFFFFFFu) cycles[0] = -1;  // (keeps the touch)
+  }
+  const long long t1 = clock64();
+  if (tid == 256) cycles[2 * blockIdx.x] = t1 - t0;  // the producer's walk
+  if (tid == 0) cycles[2 * blockIdx.x + 1] = t1 - t0;  // the consumers'
+  cluster_meet();  // (no block leaves while its peer may still write into it or arrive on it)
+}
+
+// Host: e4m3 -> float, float -> bf16 bits (nearest even), the documented reading.
+float e4m3_to_float(uint8_t b) {
+  const int s = b >> 7, e = (b >> 3) & 15, m = b & 7;
+  float v = e == 0 ? std::ldexp(float(m), -9) : std::ldexp(1.f + m / 8.f, e - 7);
+  return s ? -v : v;
+}
+uint16_t bf16_bits(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u += 0x7FFFu + ((u >> 16) & 1u);
+  return uint16_t(u >> 16);
+}
+
+}  // namespace
+
+int main() {
+  const int clusters = 66, tiles = 32;
+  const int64_t pool_tokens = 1 << 17;
+  std::mt19937 rng(7);
+  std::vector<unsigned char> pool(size_t(pool_tokens) * kRow);
+  for (int64_t t = 0; t < pool_tokens; ++t) {
+    unsigned char* r = &pool[size_t(t) * kRow];
+    for (int i = 0; i < 512; ++i) {
+      uint8_t b = uint8_t(rng() & 0xFF);
+      if ((b & 0x7F) == 0x7F) b ^= 1;  // (no NaN)
+      r[i] = b;
+    }
+    for (int g = 0; g < 4; ++g) {
+      const float sc = std::ldexp(1.f + float(rng() % 1000) / 1000.f, int(rng() % 9) - 12);
+      std::memcpy(r + 512 + 4 * g, &sc, 4);
+    }
+    for (int i = 0; i < 64; ++i) {
+      const uint16_t h = bf16_bits(float(int(rng() % 2001) - 1000) / 1000.f);
+      std::memcpy(r + 528 + 2 * i, &h, 2);
+    }
+  }
+  std::vector<int32_t> idx(size_t(clusters) * tiles * kTokens);
+  for (auto& e : idx) e = (rng() % 50 == 0) ? -1 : int32_t(rng() % pool_tokens);
+
+  unsigned char* d_pool;
+  int32_t* d_idx;
+  long long* d_cycles;
+  uint16_t* d_last;
+  CHECK(cudaMalloc(&d_pool, pool.size()));
+  CHECK(cudaMalloc(&d_idx, idx.size() * 4));
+  CHECK(cudaMalloc(&d_cycles, size_t(2 * clusters) * 2 * 8));
+  CHECK(cudaMalloc(&d_last, size_t(2 * clusters) * kTokens * kDims * 2));
+  CHECK(cudaMemcpy(d_pool, pool.data(), pool.size(), cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(d_idx, idx.data(), idx.size() * 4, cudaMemcpyHostToDevice));
+  CHECK(cudaFuncSetAttribute(probe, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+
+  // The expected last tile of cluster k: token t of tile tiles - 1.
+  auto expected = [&](int k, int t, int d) -> uint16_t {
+    const int32_t e = idx[(size_t(k) * tiles + tiles - 1) * kTokens + t];
+    if (e < 0 || e >= pool_tokens) return 0;
+    const unsigned char* r = &pool[size_t(e) * kRow];
+    if (d >= 512) {
+      uint16_t h;
+      std::memcpy(&h, r + 528 + 2 * (d - 512), 2);
+      return h;
+    }
+    float sc;
+    std::memcpy(&sc, r + 512 + 4 * (d / 128), 4);
+    return bf16_bits(e4m3_to_float(r[d]) * sc);
+  };
+
+  bool all_ok = true;
+  const int works[] = {0, 2000, 4000};
+  for (int mode = 0; mode < 2; ++mode) {
+    for (int work : works) {
+      CHECK(cudaMemset(d_last, 0xFF, size_t(2 * clusters) * kTokens * kDims * 2));
+      for (int rep = 0; rep < 2; ++rep) {  // (the first run warms up)
+        probe<<<2 * clusters, kThreads, kSmem>>>(d_pool, pool_tokens, d_idx, tiles, work, mode, d_cycles, d_last);
+        CHECK(cudaGetLastError());
+        CHECK(cudaDeviceSynchronize());
+      }
+      std::vector<long long> cyc(size_t(2 * clusters) * 2);
+      CHECK(cudaMemcpy(cyc.data(), d_cycles, cyc.size() * 8, cudaMemcpyDeviceToHost));
+      double sum = 0, mx = 0;
+      for (int b = 0; b < 2 * clusters; ++b) {
+        const double c = double(std::max(cyc[2 * b], cyc[2 * b + 1])) / tiles;
+        sum += c;
+        mx = std::max(mx, c);
+      }
+      std::vector<uint16_t> got(size_t(2 * clusters) * kTokens * kDims);
+      CHECK(cudaMemcpy(got.data(), d_last, got.size() * 2, cudaMemcpyDeviceToHost));
+      long bad = 0;
+      for (int b = 0; b < 2 * clusters; ++b)
+        for (int t = 0; t < kTokens; ++t)
+          for (int d = 0; d < kDims; ++d)
+            bad += got[(size_t(b) * kTokens + t) * kDims + d] != expected(b / 2, t, d);
+      all_ok &= bad == 0;
+      std::printf("mode %-7s work %5d: %7.0f cycles a tile (mean over blocks), %7.0f max; last tiles %s (%ld bad)\n",
+                  mode == 0 ? "cluster" : "local", work, sum / (2 * clusters), mx, bad == 0 ? "exact" : "WRONG", bad);
+    }
+  }
+  std::printf("%s\n", all_ok ? "PASS" : "FAIL");
+  return all_ok ? 0 : 1;
+}

@@ -3,7 +3,8 @@
 // warpgroup dequantizes each gathered 64-token tile once per 2-block cluster into bf16 tiles in
 // shared memory (each block converts 32 of the 64 tokens and writes them into its own and its
 // peer's buffer), and the math warpgroups read bf16 tiles only (the 16-bit kernel's products).
-// Written in session 29 without a GPU (compiled for sm_90a, not run).
+// Written in session 29 without a GPU (compiled for sm_90a, not run; a helper's review's fixes in:
+// conflict-free store lanes, loads a tile ahead, cluster-scope acquire, the check outside the timing).
 //
 //   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I src -o /tmp/ds_producer_probe \
 //     tools/ds_producer_probe.cu && /tmp/ds_producer_probe
@@ -14,14 +15,16 @@
 // NaN-free random e4m3 bytes, random float32 group scales, random bf16 rope), through a ring of
 // two bf16 tile buffers [64 tokens x 576] per block (9 column blocks of 64 rows x 128 bytes,
 // 128-byte swizzle: the 16-bit kernel's K-major layout), i.e. 147,456 bytes, as FlashMLA's.
-//   producer: per tile, each thread one quarter of one of the block's 32 tokens (latent group q =
-//     thread % 4: eight 16-byte loads, its float32 scale; two of the rope's eight 16-byte chunks),
-//     plain loads into registers, value x scale rounded to bf16 (common/fp8.cuh: the documented
-//     ds_dequant="bfloat16" reading), 16-byte stores into its own block's buffer and by st.async
-//     into the peer's (their bytes complete a transaction on the peer's full barrier);
+//   producer: per tile, each thread one quarter of one of the block's 32 tokens (latent group q:
+//     eight 16-byte loads, its float32 scale; two of the rope's eight 16-byte chunks; a warp takes
+//     8 tokens, token-fastest, so its 16-byte stores are free of bank conflicts), plain loads into
+//     registers (each tile's loads issued a tile ahead, before the wait for its buffer), value x
+//     scale rounded to bf16 (common/fp8.cuh: the documented ds_dequant="bfloat16" reading), 16-byte
+//     stores into its own block's buffer and by st.async into the peer's (their bytes complete a
+//     transaction on the peer's full barrier);
 //   full[s]: 128 local arrivals (after fence.proxy.async: the real consumers read by wgmma) + the
 //     peer's 36,864 bytes (expected by thread 0's arrival);
-//   consumers: wait full[s], spin `work` cycles (a tile's products and softmax, stood in for),
+//   consumers: wait full[s] (acquire at cluster scope), spin `work` cycles (a tile's products and softmax, stood in for),
 //     meet on their warpgroup's named barrier, and one thread per warpgroup arrives on empty[s] of
 //     both blocks (count 4: a buffer is refilled once both blocks' consumers are done with it).
 // It reports cycles per tile (clock64 over the whole walk, per block; mean and max) for a few
@@ -90,6 +93,19 @@ __device__ inline void st_async16(uint32_t remote, uint4 v, uint32_t remote_bar)
                "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(remote_bar)
                : "memory");
 }
+// A wait whose acquire covers the cluster: the phases complete by the peer's st.async bytes and
+// remote arrivals (release at cluster scope).
+__device__ inline void wait_parity(uint64_t* bar, uint32_t parity) {
+  asm volatile(
+      "{\n"
+      " .reg .pred done;\n"
+      "wait_%=:\n"
+      " mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
+      " @!done bra wait_%=;\n"
+      "}\n" ::"r"(uint32_t(__cvta_generic_to_shared(bar))),
+      "r"(parity)
+      : "memory");
+}
 __device__ inline void arrive_remote(uint32_t remote_bar) {
   asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote_bar) : "memory");
 }
@@ -119,78 +135,104 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
   cluster_meet();  // (both blocks' barriers exist before either arrives on the other's)
   const uint32_t sbase = uint32_t(__cvta_generic_to_shared(base));
   const uint32_t peer_base = map_to(sbase, peer);
-  long long t0 = clock64();
+  // The peer's barriers, as shared::cluster addresses (mode 0 only arrives on them).
+  // (two scalars and a select: an array indexed by the stage would live in local memory)
+  static_assert(kStages == 2, "the selects below");
+  const uint32_t peer_full0 = map_to(uint32_t(__cvta_generic_to_shared(&full[0])), peer),
+                 peer_full1 = map_to(uint32_t(__cvta_generic_to_shared(&full[1])), peer);
+  const uint32_t peer_empty0 = map_to(uint32_t(__cvta_generic_to_shared(&empty[0])), peer),
+                 peer_empty1 = map_to(uint32_t(__cvta_generic_to_shared(&empty[1])), peer);
+  const long long t0 = clock64();
+  long long t1 = t0;
   if (wg == 2) {
     const int pt = tid - 256;
-    const int q = pt % 4;                          // latent group q, rope chunks 2q and 2q + 1
-    const int n_tok = clustered ? 32 : 64;         // tokens this block converts per tile
+    // Lanes: a warp takes 8 tokens x their 4 latent groups, token-fastest within 8 lanes (each
+    // 8-lane phase of a 16-byte store then hits 8 distinct swizzled slots: no bank conflict).
+    const int q = (pt / 8) % 4;                      // latent group q, rope chunks 2q and 2q + 1
+    const int tk0 = (pt / 32) * 8 + pt % 8;          // this thread's first token of the block's share
+    const int n_tok = clustered ? 32 : 64;           // tokens this block converts per tile
+    struct Row {
+      uint4 raw[8], rope[2];
+      float scale;
+    };
+    auto load = [&](int u, int tk, Row& r) {
+      const int t = clustered ? int(rank) * 32 + tk : tk;  // the tile's token
+      const int32_t e = list[u * kTokens + t];
+      const bool ok = e >= 0 && e < pool_tokens;
+      const unsigned char* row = pool + (ok ? int64_t(e) * kRow : 0);
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        r.raw[i] = ok ? *reinterpret_cast<const uint4*>(row + 128 * q + 16 * i) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+        r.rope[i] = ok ? *reinterpret_cast<const uint4*>(row + 528 + 16 * (2 * q + i)) : make_uint4(0, 0, 0, 0);
+      r.scale = ok ? *reinterpret_cast<const float*>(row + 512 + 4 * q) : 0.f;
+    };
+    Row next;
+    if (tiles > 0) load(0, tk0, next);  // (each tile's first token is loaded a tile ahead)
     for (int u = 0; u < tiles; ++u) {
       const int s = u % kStages;
-      mbar_wait(&empty[s], (uint32_t(u / kStages) & 1u) ^ 1u);
-      for (int tk = pt / 4; tk < n_tok; tk += 32) {
-        const int t = clustered ? int(rank) * 32 + tk : tk;   // the tile's token
-        const int32_t e = list[u * kTokens + t];
-        const bool ok = e >= 0 && e < pool_tokens;
-        const unsigned char* row = pool + (ok ? int64_t(e) * kRow : 0);
-        uint4 raw[8], rope[2];
-        float scale = 0.f;
-#pragma unroll
-        for (int i = 0; i < 8; ++i) raw[i] = ok ? *reinterpret_cast<const uint4*>(row + 128 * q + 16 * i) : make_uint4(0, 0, 0, 0);
-#pragma unroll
-        for (int i = 0; i < 2; ++i)
-          rope[i] = ok ? *reinterpret_cast<const uint4*>(row + 528 + 16 * (2 * q + i)) : make_uint4(0, 0, 0, 0);
-        if (ok) scale = *reinterpret_cast<const float*>(row + 512 + 4 * q);
+      wait_parity(&empty[s], (uint32_t(u / kStages) & 1u) ^ 1u);
+      const uint32_t pf = s ? peer_full1 : peer_full0;
+      for (int tk = tk0; tk < n_tok; tk += 32) {
+        const int t = clustered ? int(rank) * 32 + tk : tk;
+        Row r;
+        if (tk == tk0) r = next;
+        else load(u, tk, r);
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
           uint4 lo, hi;
-          fp8x16_scaled_to<gpu_bf16>(raw[i], scale, lo, hi);
+          fp8x16_scaled_to<gpu_bf16>(r.raw[i], r.scale, lo, hi);
           const int c = 16 * q + 2 * i;  // 16-byte output chunks c, c + 1 (dims 128 q + 16 i ..)
           const uint32_t a0 = uint32_t(s) * kTileBytes + chunk_at(t, c), a1 = uint32_t(s) * kTileBytes + chunk_at(t, c + 1);
           *reinterpret_cast<uint4*>(base + a0) = lo;
           *reinterpret_cast<uint4*>(base + a1) = hi;
           if (clustered) {
-            const uint32_t rb = map_to(uint32_t(__cvta_generic_to_shared(&full[s])), peer);
-            st_async16(peer_base + a0, lo, rb);
-            st_async16(peer_base + a1, hi, rb);
+            st_async16(peer_base + a0, lo, pf);
+            st_async16(peer_base + a1, hi, pf);
           }
         }
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
           const int c = 64 + 2 * q + i;
           const uint32_t a = uint32_t(s) * kTileBytes + chunk_at(t, c);
-          *reinterpret_cast<uint4*>(base + a) = rope[i];
-          if (clustered) st_async16(peer_base + a, rope[i], map_to(uint32_t(__cvta_generic_to_shared(&full[s])), peer));
+          *reinterpret_cast<uint4*>(base + a) = r.rope[i];
+          if (clustered) st_async16(peer_base + a, r.rope[i], pf);
         }
       }
+      if (u + 1 < tiles) load(u + 1, tk0, next);
       asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // (wgmma readers in a kernel)
       if (pt == 0 && clustered) mbar_arrive_expect_tx(&full[s], kPeerBytes);
       else mbar_arrive(&full[s]);
     }
+    t1 = clock64();
   } else {
     uint32_t sink = 0;
     for (int u = 0; u < tiles; ++u) {
       const int s = u % kStages;
-      mbar_wait(&full[s], uint32_t(u / kStages) & 1u);
+      wait_parity(&full[s], uint32_t(u / kStages) & 1u);
       sink += *reinterpret_cast<const uint32_t*>(base + s * kTileBytes + 16 * (tid % 128));  // (touch the tile)
       const long long w0 = clock64();
       while (clock64() - w0 < work) {
       }
-      if (u == tiles - 1 && wg == 0) {  // the last tile's buffer, for the host's check
-        for (int i = tid; i < kTokens * kDims / 8; i += 128) {
-          const int t = i / (kDims / 8), c = i % (kDims / 8);
-          *reinterpret_cast<uint4*>(last + (int64_t(blockIdx.x) * kTokens + t) * kDims + 8 * c) =
-              *reinterpret_cast<const uint4*>(base + s * kTileBytes + chunk_at(t, c));
-        }
-      }
       asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
       if (tid % 128 == 0) {
         mbar_arrive(&empty[s]);
-        if (clustered) arrive_remote(map_to(uint32_t(__cvta_generic_to_shared(&empty[s])), peer));
+        if (clustered) arrive_remote(s ? peer_empty1 : peer_empty0);
+      }
+    }
+    t1 = clock64();
+    if (tiles > 0 && wg == 0) {  // the last tile's buffer, for the host's check (outside the timing;
+                                 // no later tile refills it)
+      const int s = (tiles - 1) % kStages;
+      for (int i = tid; i < kTokens * kDims / 8; i += 128) {
+        const int t = i / (kDims / 8), c = i % (kDims / 8);
+        *reinterpret_cast<uint4*>(last + (int64_t(blockIdx.x) * kTokens + t) * kDims + 8 * c) =
+            *reinterpret_cast<const uint4*>(base + s * kTileBytes + chunk_at(t, c));
       }
     }
     if (sink == 0xFFFFFFFFu) cycles[0] = -1;  // (keeps the touch)
   }
-  const long long t1 = clock64();
   if (tid == 256) cycles[2 * blockIdx.x] = t1 - t0;  // the producer's walk
   if (tid == 0) cycles[2 * blockIdx.x + 1] = t1 - t0;  // the consumers'
   cluster_meet();  // (no block leaves while its peer may still write into it or arrive on it)

@@ -180,6 +180,15 @@ def flashmla_call(cfg, args, scale: float):
 def flashmla_sparse(cfg, args, scale: float):
     """FlashMLA's SM90 sparse decode (sgl-flash-mla, use_legacy=True) on our 656-byte rows and
     index lists (its cache as float8_e4m3fn [P, 64, 1, 656], no block table)."""
+    call, t_qs = flashmla_sparse_call(cfg, args, scale)
+    if call is None:
+        return None, t_qs
+    return _flashmla_timed(call, t_qs)
+
+
+def flashmla_sparse_call(cfg, args, scale: float):
+    """(call(t_q), torch queries of LAYERS layers) of FlashMLA's sparse decode on our inputs (the
+    args of a sparse config: q_nope, q_pe, rows, None, indices), or (None, why not)."""
     if cfg.page != 64 or cfg.cache != "656":
         return None, "FlashMLA's sparse decode takes 656-byte rows in 64-token pages"
     if cfg.ds_dequant != "bfloat16":  # (its time is the bfloat16 config's: not timed again)
@@ -200,7 +209,7 @@ def flashmla_sparse(cfg, args, scale: float):
     def call(t_q):
         return flash_mla.flash_mla_with_kvcache(t_q, t_kv, None, None, 512, meta, None, softmax_scale=scale,
                                                 indices=t_idx, use_legacy=True)
-    return _flashmla_timed(call, t_qs)
+    return call, t_qs
 
 
 def _flashmla_timed(call, t_qs):

@@ -5,7 +5,8 @@ also FlashMLA's dense decode on the same inputs (MLA configs), so one profile ho
     ncu -k regex:mla -c 12 --set full -o b4 python bench/profile_one.py mla_h128_b4_ctx4k --plan --flashmla
 (`bash bench/device_run.sh profile` runs the second form and exports its pages as text.)
 --plan: our calls read a plan made once (mla_decode_plan / paged_attention_plan), as in a serving
-step; the plan op's kernel then runs once, before them.
+step; the plan op's kernel then runs once, before them (sparse MLA configs take none: ignored).
+Sparse MLA configs run mla_decode_sparse, and with --flashmla FlashMLA's sparse decode.
 """
 
 import argparse
@@ -33,6 +34,12 @@ def op_and_args(name: str, plan: bool = False):
         make_plan = lambda q, k, v, lens, table, cu: jaxpaged.paged_attention_plan(  # noqa: E731
             lens, table, cu, num_q_heads=cfg.hq, num_kv_heads=cfg.hkv, page_size=cfg.page,
             num_tokens=None if cu is None else q.shape[0])
+    elif cfg.topk:  # sparse MLA (no plan: its schedule is made per call)
+        args, _, _ = bench.mla_inputs(cfg, rng)
+        opts = dict(scale=1.0 / math.sqrt(192.0))
+        if cfg.cache == "656":
+            opts["ds_dequant"] = cfg.ds_dequant
+        return jax.jit(functools.partial(jaxpaged.mla_decode_sparse, **opts)), args, cfg
     else:
         args, _, _ = bench.mla_inputs(cfg, rng)
         fn = functools.partial(jaxpaged.mla_decode, **bench.mla_options(cfg))
@@ -51,10 +58,12 @@ def main():
     parser.add_argument("--flashmla", action="store_true", help="then FlashMLA on the same inputs (MLA)")
     args = parser.parse_args()
     fn, operands, cfg = op_and_args(args.config, args.plan)
+    with_plan = args.plan and not getattr(cfg, "topk", 0)  # (sparse MLA takes no plan)
     for _ in range(args.calls):
         jax.block_until_ready(fn(*operands))
     if args.flashmla:
-        call, t_qs = peers.flashmla_call(cfg, operands[:-1] if args.plan else operands, 1.0 / math.sqrt(192.0))
+        peer_call = peers.flashmla_sparse_call if getattr(cfg, "topk", 0) else peers.flashmla_call
+        call, t_qs = peer_call(cfg, operands[:-1] if with_plan else operands, 1.0 / math.sqrt(192.0))
         if call is None:
             print("FlashMLA not run:", t_qs)
             return

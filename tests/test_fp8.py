@@ -48,6 +48,30 @@ def test_paged_fp8_cache_matches_reference(rng, dtype, decode, kv_layout, head_d
                  reference.paged_attention(*args, kv_layout=kv_layout, k_scale=0.02, v_scale=0.01), Q_DTYPE)
 
 
+@pytest.mark.parametrize("dtype", FP8)
+def test_paged_fp8_queries_of_any_magnitude(rng, dtype):
+    """bf16 queries far outside float16's range, or spanning it within a head, on an fp8 cache (head
+    dim 128, decode: the tile kernel's register path, whose products an experiment runs in float16
+    with the queries scaled by a power of two per row, NOTES item 50 k): as close to the reference
+    as ordinary queries."""
+    case = paged_case(rng, q_lens=[1, 1], kv_lens=[300, 77], num_q_heads=8, num_kv_heads=2, head_dim=128,
+                      page_size=16, dtype=Q_DTYPE, decode=True)
+    k8, v8 = _quantized(case, dtype, 0.02, 0.01)
+    # Per query head (KV head 0's group: heads 0-3, KV head 1's: 4-7): 2^20, 2^-20, 0, and one head
+    # whose elements run from 2^-40 to 2^15; then 2^20, 2^-20, 1 and such a head again.
+    head_factors = np.array([2.0**20, 2.0**-20, 0.0, 1.0, 2.0**20, 2.0**-20, 1.0, 1.0], np.float32)
+    factors = np.broadcast_to(head_factors[:, None], (8, 128)).copy()
+    factors[3] = factors[7] = np.exp2(np.linspace(-40.0, 15.0, 128)).astype(np.float32)
+    q = (case.q.astype(jnp.float32) * factors[None]).astype(case.q.dtype)
+    args = (q, k8, v8, case.kv_lens, case.block_tables)
+    f = jax.jit(functools.partial(jaxpaged.paged_attention, k_scale=0.02, v_scale=0.01, return_lse=True))
+    out, lse = f(*args)
+    ref_out, ref_lse = reference.paged_attention(*args, k_scale=0.02, v_scale=0.01, return_lse=True)
+    assert_close(out, ref_out, Q_DTYPE)
+    # (lse reaches ~1e6 for the 2^20 heads: float32's own relative precision bounds it there)
+    np.testing.assert_allclose(np.asarray(lse), np.asarray(ref_lse), rtol=1e-5, atol=2e-3)
+
+
 def test_paged_fp8_vmap_over_caches(rng):
     cases = [paged_case(rng, q_lens=[1] * 2, kv_lens=lens, num_q_heads=4, num_kv_heads=2, head_dim=64,
                         page_size=16, dtype=Q_DTYPE, decode=True) for lens in ([30, 50], [50, 30])]

@@ -195,6 +195,14 @@ def mla_options(cfg: Mla) -> dict:
     return opts
 
 
+def sparse_options(cfg: Mla) -> dict:
+    """mla_decode_sparse's keyword options for a sparse MLA config: scale and its cache's reading."""
+    opts = dict(scale=1.0 / math.sqrt(192.0))
+    if cfg.cache == "656":
+        opts["ds_dequant"] = cfg.ds_dequant
+    return opts
+
+
 def run_config(cfg, rng, copy_GBps, ours_only=False, ours_step=False):
     rec = {"config": cfg.name}
     if isinstance(cfg, Mla) and cfg.cache == "656":
@@ -215,9 +223,7 @@ def run_config(cfg, rng, copy_GBps, ours_only=False, ours_step=False):
             num_tokens=None if ops[4] is None else num_tokens))
     elif cfg.topk:
         args, kv_bytes, flops = mla_inputs(cfg, rng)
-        opts = dict(scale=1.0 / math.sqrt(192.0))
-        if cfg.cache == "656":
-            opts["ds_dequant"] = cfg.ds_dequant
+        opts = sparse_options(cfg)
         ours_q = lambda q_nope, *ops: jaxpaged.mla_decode_sparse(q_nope, *ops, **opts)[0]  # noqa: E731
         ref = jax.jit(lambda *a: reference.mla_decode_sparse(*a, **opts)[0])
         peer_fns = {"flashmla": lambda: peers.flashmla_sparse(cfg, args, opts["scale"])}

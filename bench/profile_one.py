@@ -36,10 +36,7 @@ def op_and_args(name: str, plan: bool = False):
             num_tokens=None if cu is None else q.shape[0])
     elif cfg.topk:  # sparse MLA (no plan: its schedule is made per call)
         args, _, _ = bench.mla_inputs(cfg, rng)
-        opts = dict(scale=1.0 / math.sqrt(192.0))
-        if cfg.cache == "656":
-            opts["ds_dequant"] = cfg.ds_dequant
-        return jax.jit(functools.partial(jaxpaged.mla_decode_sparse, **opts)), args, cfg
+        return jax.jit(functools.partial(jaxpaged.mla_decode_sparse, **bench.sparse_options(cfg))), args, cfg
     else:
         args, _, _ = bench.mla_inputs(cfg, rng)
         fn = functools.partial(jaxpaged.mla_decode, **bench.mla_options(cfg))

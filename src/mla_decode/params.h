@@ -110,10 +110,10 @@ constexpr int kMlaDsRowBytes = 656, kMlaDsScalesAt = 512, kMlaDsRopeAt = 528;
 
 // The wide kernel on DeepSeek-V3.2's 656-byte rows (fp8_wide.cuh's kDs, NOTES item 49;
 // JAXPAGED_MLA_DS_WIDE=0 opts out): read with ds_dequant="bfloat16", bf16 queries, any number of
-// query rows (<= 16 - DeepSeek-V3.2 at TP 8 - use at most a quarter of a 64-row block, and still measured
-// 1.35-1.7x faster than the wgmma kernel, whose loader converts each tile in shared memory: NOTES
-// item 50 d); a dense cache in pages of >= 64 tokens (TMA), or sparse index lists over any page
-// size (gathered).
+// query rows (<= 16 - DeepSeek-V3.2 at TP 8 - use at most a quarter of a 64-row block, and still
+// measured 1.35-1.7x faster than the wgmma kernel, whose loader converts each tile in shared
+// memory: NOTES item 50 d); a dense cache in pages of >= 64 tokens (TMA), or sparse index lists
+// over any page size (gathered).
 inline bool mla_ds_wide_applies(const MlaDecodeParams& p) {
   return p.ds_rows && p.ds_bf16 && p.q_bf16 && (p.sparse || p.page_size >= 64) && p.num_pages >= 1;
 }

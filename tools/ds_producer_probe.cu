@@ -112,16 +112,18 @@ __device__ inline void arrive_remote(uint32_t remote_bar) {
 
 // mode 0: clusters (each block converts its 32 tokens, writes both blocks); 1: local (each block
 // converts all 64 tokens, writes only its own buffer; the peer's barriers are not touched).
+// (a template parameter, so that each mode's registers are its own: local mode holds a third row)
+template <int mode, bool kPrefetch>
 __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
     probe(const unsigned char* __restrict__ pool, int64_t pool_tokens, const int32_t* __restrict__ idx, int tiles,
-          int work, int mode, long long* __restrict__ cycles, uint16_t* __restrict__ last) {
+          int work, long long* __restrict__ cycles, uint16_t* __restrict__ last) {
   extern __shared__ unsigned char smem_raw[];
   unsigned char* base = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   uint64_t* full = reinterpret_cast<uint64_t*>(base + kBarAt);
   uint64_t* empty = full + kStages;
   const int tid = threadIdx.x, wg = tid / 128;
   const uint32_t rank = cta_rank(), peer = rank ^ 1u;
-  const bool clustered = mode == 0;
+  constexpr bool clustered = mode == 0;
   const int cluster = blockIdx.x / 2;
   const int32_t* list = idx + int64_t(cluster) * tiles * kTokens;
   if (tid == 0) {
@@ -150,14 +152,13 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
     // 8-lane phase of a 16-byte store then hits 8 distinct swizzled slots: no bank conflict).
     const int q = (pt / 8) % 4;                      // latent group q, rope chunks 2q and 2q + 1
     const int tk0 = (pt / 32) * 8 + pt % 8;          // this thread's first token of the block's share
-    const int n_tok = clustered ? 32 : 64;           // tokens this block converts per tile
     struct Row {
       uint4 raw[8], rope[2];
       float scale;
     };
-    auto load = [&](int u, int tk, Row& r) {
-      const int t = clustered ? int(rank) * 32 + tk : tk;  // the tile's token
-      const int32_t e = list[u * kTokens + t];
+    // A tile's entry for token tk of this block's share, and the row it names.
+    auto entry = [&](int u, int tk) { return list[u * kTokens + (clustered ? int(rank) * 32 + tk : tk)]; };
+    auto load = [&](int32_t e, Row& r) {
       const bool ok = e >= 0 && e < pool_tokens;
       const unsigned char* row = pool + (ok ? int64_t(e) * kRow : 0);
 #pragma unroll
@@ -168,17 +169,42 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
         r.rope[i] = ok ? *reinterpret_cast<const uint4*>(row + 528 + 16 * (2 * q + i)) : make_uint4(0, 0, 0, 0);
       r.scale = ok ? *reinterpret_cast<const float*>(row + 512 + 4 * q) : 0.f;
     };
+    // The pipeline (v2, session 30; v1 issued tile u + 1's loads only after converting tile u, so
+    // each tile waited a whole gather latency): at the top of tile u the thread issues tile u + 1's
+    // row loads (their entry read a tile earlier) and tile u + 2's entry, then waits for its buffer
+    // and converts tile u's row, loaded a tile ago. Local mode's second token is loaded at the top
+    // of its own tile (two rows ahead would not fit the registers).
+    // kPrefetch: the rows of tile u + 2 are also asked into L2 at the top of tile u (one bulk
+    // prefetch of the whole 656-byte row by the token's first thread), so that the register
+    // loads a tile later meet L2's latency rather than DRAM's; entries then run three tiles ahead.
+    auto prefetch = [&](int32_t e) {
+      if (kPrefetch && q == 0 && e >= 0 && e < pool_tokens)
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(pool + int64_t(e) * kRow), "r"(kRow) : "memory");
+    };
     Row next;
-    if (tiles > 0) load(0, tk0, next);  // (each tile's first token is loaded a tile ahead)
+    int32_t e_next = tiles > 1 ? entry(1, tk0) : -1;
+    int32_t e_far = kPrefetch && tiles > 2 ? entry(2, tk0) : -1;
+    if (tiles > 0) load(entry(0, tk0), next);
+    prefetch(e_next);
     for (int u = 0; u < tiles; ++u) {
       const int s = u % kStages;
+      Row cur = next;
+      if (u + 1 < tiles) {
+        load(e_next, next);
+        if constexpr (kPrefetch) {
+          prefetch(e_far);
+          e_next = e_far;
+          e_far = u + 3 < tiles ? entry(u + 3, tk0) : -1;
+        } else {
+          e_next = u + 2 < tiles ? entry(u + 2, tk0) : -1;
+        }
+      }
+      Row second;
+      if constexpr (!clustered) load(entry(u, tk0 + 32), second);
       wait_parity(&empty[s], (uint32_t(u / kStages) & 1u) ^ 1u);
       const uint32_t pf = s ? peer_full1 : peer_full0;
-      for (int tk = tk0; tk < n_tok; tk += 32) {
+      auto put = [&](int tk, const Row& r) {
         const int t = clustered ? int(rank) * 32 + tk : tk;
-        Row r;
-        if (tk == tk0) r = next;
-        else load(u, tk, r);
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
           uint4 lo, hi;
@@ -199,8 +225,9 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
           *reinterpret_cast<uint4*>(base + a) = r.rope[i];
           if (clustered) st_async16(peer_base + a, r.rope[i], pf);
         }
-      }
-      if (u + 1 < tiles) load(u + 1, tk0, next);
+      };
+      put(tk0, cur);
+      if constexpr (!clustered) put(tk0 + 32, second);
       asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // (wgmma readers in a kernel)
       if (pt == 0 && clustered) mbar_arrive_expect_tx(&full[s], kPeerBytes);
       else mbar_arrive(&full[s]);
@@ -253,9 +280,11 @@ uint16_t bf16_bits(float x) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   const int clusters = 66, tiles = 32;
-  const int64_t pool_tokens = 1 << 17;
+  // (the pool: 2^17 rows, 86 MB, is past L2's 50 MB; a small one, e.g. 2^14 rows, runs from L2)
+  const int64_t pool_tokens = argc > 1 ? std::atoll(argv[1]) : 1 << 17;
+  std::printf("pool of %lld rows (%.1f MB)\n", (long long)pool_tokens, pool_tokens * kRow / 1e6);
   std::mt19937 rng(7);
   std::vector<unsigned char> pool(size_t(pool_tokens) * kRow);
   for (int64_t t = 0; t < pool_tokens; ++t) {
@@ -287,7 +316,10 @@ int main() {
   CHECK(cudaMalloc(&d_last, size_t(2 * clusters) * kTokens * kDims * 2));
   CHECK(cudaMemcpy(d_pool, pool.data(), pool.size(), cudaMemcpyHostToDevice));
   CHECK(cudaMemcpy(d_idx, idx.data(), idx.size() * 4, cudaMemcpyHostToDevice));
-  CHECK(cudaFuncSetAttribute(probe, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  CHECK(cudaFuncSetAttribute(probe<0, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  CHECK(cudaFuncSetAttribute(probe<1, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  CHECK(cudaFuncSetAttribute(probe<0, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  CHECK(cudaFuncSetAttribute(probe<1, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
 
   // The expected last tile of cluster k: token t of tile tiles - 1.
   auto expected = [&](int k, int t, int d) -> uint16_t {
@@ -305,12 +337,13 @@ int main() {
   };
 
   bool all_ok = true;
-  const int works[] = {0, 2000, 4000};
-  for (int mode = 0; mode < 2; ++mode) {
+  const int works[] = {0, 2000, 3000, 4000};
+  for (int mode = 0; mode < 4; ++mode) {  // (2, 3: modes 0, 1 with the L2 prefetch)
     for (int work : works) {
       CHECK(cudaMemset(d_last, 0xFF, size_t(2 * clusters) * kTokens * kDims * 2));
       for (int rep = 0; rep < 2; ++rep) {  // (the first run warms up)
-        probe<<<2 * clusters, kThreads, kSmem>>>(d_pool, pool_tokens, d_idx, tiles, work, mode, d_cycles, d_last);
+        auto* k = mode == 0 ? probe<0, false> : mode == 1 ? probe<1, false> : mode == 2 ? probe<0, true> : probe<1, true>;
+        k<<<2 * clusters, kThreads, kSmem>>>(d_pool, pool_tokens, d_idx, tiles, work, d_cycles, d_last);
         CHECK(cudaGetLastError());
         CHECK(cudaDeviceSynchronize());
       }
@@ -331,7 +364,7 @@ int main() {
             bad += got[(size_t(b) * kTokens + t) * kDims + d] != expected(b / 2, t, d);
       all_ok &= bad == 0;
       std::printf("mode %-7s work %5d: %7.0f cycles a tile (mean over blocks), %7.0f max; last tiles %s (%ld bad)\n",
-                  mode == 0 ? "cluster" : "local", work, sum / (2 * clusters), mx, bad == 0 ? "exact" : "WRONG", bad);
+                  mode == 0 ? "cluster" : mode == 1 ? "local" : mode == 2 ? "cluster+pf" : "local+pf", work, sum / (2 * clusters), mx, bad == 0 ? "exact" : "WRONG", bad);
     }
   }
   std::printf("%s\n", all_ok ? "PASS" : "FAIL");

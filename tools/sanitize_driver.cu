@@ -313,11 +313,13 @@ void run_mla(const MlaCase& c) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // --quick: fewer, smaller cases (racecheck is slow); --mla-only: skip the paged cases.
-  bool quick = false, mla_only = false;
+  // --quick: fewer, smaller cases (racecheck is slow); --mla-only: skip the paged cases;
+  // --paged-only: skip the MLA cases.
+  bool quick = false, mla_only = false, paged_only = false;
   for (int a = 1; a < argc; ++a) {
     quick |= std::string(argv[a]) == "--quick";
     mla_only |= std::string(argv[a]) == "--mla-only";
+    paged_only |= std::string(argv[a]) == "--paged-only";
   }
   std::setvbuf(stdout, nullptr, _IONBF, 0);  // each case's line as it finishes (a tool may be cut off)
   std::vector<PagedCase> paged = {
@@ -379,7 +381,7 @@ int main(int argc, char** argv) {
     run_paged(paged[i]);
   }
   for (size_t i = 0; i < mla.size(); ++i) {
-    if (quick && (i == 3 || i == 4)) continue;
+    if (paged_only || (quick && (i == 3 || i == 4))) continue;
     run_mla(mla[i]);
   }
   std::printf("%d failed\n", failures);

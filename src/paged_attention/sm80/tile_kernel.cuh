@@ -108,6 +108,13 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
   // 16 c + 2 n + parity. No conversion pass, no second barrier per stage, no 16-bit buffer.
   constexpr bool kRegFp8 = FP8 && WM == 1 && C::kRegFp8;
   static_assert(!kRegFp8 || (WD == 1 && D == 128), "the register path: one warp over all columns");
+  // The register path with bf16 queries runs its products on f16 tensor cores (M): an fp8 value is
+  // an f16 exactly (one cvt per two values, where bf16 needs the f16 widened and packed again: 4),
+  // the queries become f16 times a power of two per row (exact: bf16's 8 bits fit f16's 11; the
+  // power of two puts the row's largest |q| in [2^14, 2^15) and folds back into the row's score
+  // multiplier), P is f16 (<= 1). NOTES item 50 k.
+  constexpr bool kF16 = kRegFp8 && std::is_same<T, gpu_bf16>::value;
+  using M = std::conditional_t<kF16, gpu_half, T>;  // the products' 16-bit type
   const int split = blockIdx.y, num_splits = gridDim.y;
   const int G = int(p.num_q_heads / p.num_kv_heads);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -259,12 +266,63 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
   const float k_mul = FP8 ? opt.k_scale : 1.f;  // a key is k_cache * k_scale
   const float s_mul = capped ? opt.scale * k_mul / opt.soft_cap : opt.scale * k_mul * kLog2e;
   const float cap_mul = opt.soft_cap * kLog2e;
+  float s_mul_row[2] = {s_mul, s_mul};  // this thread's two rows' (kF16: times 2^-k of the row)
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   int bad_rows = 0;  // bit h: row h of this thread sees a key on an out-of-range page
   float acc[NT][4];
 #pragma unroll
   for (int n = 0; n < NT; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
 
+  if constexpr (kF16) {  // the queries (stored above, before its barrier): bf16 -> f16 x 2^k per row
+    // Every warp reads the 16 rows (a lane: rows lane / 4 and + 8, dims 32 (lane % 4) ..
+    // + 31 - its own two rows, as the accumulator layout gives them) and derives the two
+    // rows' k; warp 0 alone writes the converted rows back, between two barriers.
+    static_assert(R == 16, "the small tile's 16 rows");
+    uint4 qv[2][4];
+    float qmul[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = lane / 4 + 8 * h;
+      // The row's largest *finite* |q| as bf16 bits (an inf or NaN element does not count: with
+      // an inf beside large finite values, k = 0 would take those past f16's range, and an inf
+      // score against a key where the reference has -inf, then inf - inf = NaN).
+      uint32_t mb = 0;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        qv[h][i] = *reinterpret_cast<const uint4*>(sQ + swz<D>(r, 4 * (lane % 4) + i));
+        const uint32_t w[4] = {qv[h][i].x, qv[h][i].y, qv[h][i].z, qv[h][i].w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const uint32_t lo = w[j] & 0x7FFFu, hi = (w[j] >> 16) & 0x7FFFu;
+          mb = max(mb, lo < 0x7F80u ? lo : 0u);
+          mb = max(mb, hi < 0x7F80u ? hi : 0u);
+        }
+      }
+      mb = max(mb, gpu::shfl_xor(mb, 1));
+      mb = max(mb, gpu::shfl_xor(mb, 2));
+      // (k puts it in [2^14, 2^15); an all-zero row keeps k = 0; -127: a subnormal)
+      const int k = mb == 0 ? 0 : min(14 - (int((mb >> 7) & 0xFFu) - 127), 126);
+      qmul[h] = __uint_as_float(uint32_t(127 + k) << 23);
+      s_mul_row[h] = s_mul * __uint_as_float(uint32_t(127 - k) << 23);
+    }
+    __syncthreads();  // every warp has read the bf16 rows
+    if (warp == 0) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = lane / 4 + 8 * h;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const uint32_t w[4] = {qv[h][i].x, qv[h][i].y, qv[h][i].z, qv[h][i].w};
+          uint32_t o[4];
+#pragma unroll
+          for (int j = 0; j < 4; ++j)
+            o[j] = pack2<gpu_half>(__uint_as_float(w[j] << 16) * qmul[h], __uint_as_float(w[j] & 0xFFFF0000u) * qmul[h]);
+          *reinterpret_cast<uint4*>(sQ + swz<D>(r, 4 * (lane % 4) + i)) = make_uint4(o[0], o[1], o[2], o[3]);
+        }
+      }
+    }
+    __syncthreads();  // the f16 rows, for every warp's products
+  }
   const int q_row = wm * 16 + (lane & 15);
   for (int t = 0; t < num_tiles; ++t) {
     cp_async_wait<STAGES - 2>();  // stage t (and the queries) have landed for this thread
@@ -314,9 +372,9 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
             ldmatrix_x4(raw, rawK + kr * D + (((ks + (lane >> 3)) ^ (kr & 7)) << 4));
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
-              const uint32_t bf[2] = {half2_bits_as<T>(fp8x2_to_half2_bits(raw[i] & 0xFFFFu, E5M2)),
-                                      half2_bits_as<T>(fp8x2_to_half2_bits(raw[i] >> 16, E5M2))};
-              mma_16816<T>(s[n], a[i], bf);
+              const uint32_t bf[2] = {half2_bits_as<M>(fp8x2_to_half2_bits(raw[i] & 0xFFFFu, E5M2)),
+                                      half2_bits_as<M>(fp8x2_to_half2_bits(raw[i] >> 16, E5M2))};
+              mma_16816<M>(s[n], a[i], bf);
             }
           }
         }
@@ -346,7 +404,7 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
         for (int e = 0; e < 4; ++e) {
           const int h = e >> 1;
           const int j = tile_start + key0 + n * 8 + (lane & 3) * 2 + (e & 1);
-          float v = s[n][e] * s_mul;
+          float v = s[n][e] * (kF16 ? s_mul_row[h] : s_mul);
           if (capped) v = cap_mul * fast_tanh(v);
           v = (j >= vis_b[h] && j < vis_e[h]) ? v : -INFINITY;
           s[n][e] = v;
@@ -391,10 +449,10 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
 #pragma unroll
       for (int kk = 0; kk < SUB / 16; ++kk) {
         uint32_t a[4];
-        a[0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
-        a[1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
-        a[2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-        a[3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+        a[0] = pack2<M>(s[2 * kk][0], s[2 * kk][1]);
+        a[1] = pack2<M>(s[2 * kk][2], s[2 * kk][3]);
+        a[2] = pack2<M>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+        a[3] = pack2<M>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
         const int vr = key0 + kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
         if constexpr (kRegFp8) {
           // Matrices: keys 0-7 and 8-15 of chunk c, then of chunk c + 1 (16 dims each). A lane's
@@ -407,12 +465,12 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
               const uint32_t lo = __byte_perm(raw[2 * h], 0u, 0x3120), hi = __byte_perm(raw[2 * h + 1], 0u, 0x3120);
-              const uint32_t even[2] = {half2_bits_as<T>(fp8x2_to_half2_bits(lo & 0xFFFFu, E5M2)),
-                                        half2_bits_as<T>(fp8x2_to_half2_bits(hi & 0xFFFFu, E5M2))};
-              const uint32_t odd[2] = {half2_bits_as<T>(fp8x2_to_half2_bits(lo >> 16, E5M2)),
-                                       half2_bits_as<T>(fp8x2_to_half2_bits(hi >> 16, E5M2))};
-              mma_16816<T>(acc[2 * (c + h)], a, even);
-              mma_16816<T>(acc[2 * (c + h) + 1], a, odd);
+              const uint32_t even[2] = {half2_bits_as<M>(fp8x2_to_half2_bits(lo & 0xFFFFu, E5M2)),
+                                        half2_bits_as<M>(fp8x2_to_half2_bits(hi & 0xFFFFu, E5M2))};
+              const uint32_t odd[2] = {half2_bits_as<M>(fp8x2_to_half2_bits(lo >> 16, E5M2)),
+                                       half2_bits_as<M>(fp8x2_to_half2_bits(hi >> 16, E5M2))};
+              mma_16816<M>(acc[2 * (c + h)], a, even);
+              mma_16816<M>(acc[2 * (c + h) + 1], a, odd);
             }
           }
         } else {

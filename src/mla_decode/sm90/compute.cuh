@@ -49,6 +49,8 @@ struct MlaComputeWarpgroup {
   static constexpr bool kQueriesToHalf = !std::is_same<T, Tc>::value;
   static constexpr int kComputeThreads = kMlaComputeThreads;
   static constexpr int kBarOwn = kMlaBarOwn;
+  // The split schedule (kernel.cuh): S reads a tile's groups L, R, rope in both buffers.
+  static constexpr bool kSplit = MlaWgRegs<kTma, kFmt>::kSplit;
 
   const MlaDecodeParams& p;
   unsigned char* base;
@@ -111,7 +113,7 @@ struct MlaComputeWarpgroup {
     asm volatile("" : "+l"(q_d), "+l"(k_desc));
 #pragma unroll
     for (int k = 0; k < kGroups; ++k) {
-      const int g = mla_group_in_order(buf, k);
+      const int g = kSplit ? k : mla_group_in_order(buf, k);
       mbar_wait(&full[buf * kGroups + g], parity);
       fence_proxy_async_shared();  // the landed bytes, for wgmma's async-proxy reads
       if (k == 0) bad = tile_bad(buf);

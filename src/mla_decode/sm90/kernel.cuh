@@ -53,6 +53,120 @@
 
 namespace jaxpaged {
 
+#if defined(JP_HAVE_WGMMA)
+// The split schedule's compute warpgroups (656-byte rows; FlashMLA's sparse decode's division of
+// work, NOTES item 51), one role per instance (kRole = the warpgroup): warpgroup 0 runs every
+// tile's S, its softmax and O_L += P V_L (P from registers), hands P (over the tile's rope block)
+// and the rows' rescale factors to warpgroup 1, and issues the next tile's S before waiting for
+// its P V_L; warpgroup 1 runs O_R += P V_R (P from shared memory) for the tile warpgroup 0 handed
+// over, so its product overlaps warpgroup 0's next S. Warpgroup 0 releases a tile's L, warpgroup
+// 1 its R and rope (P was there); S reads L, R, rope, the order the loader refills them
+// (mla_load_tiles_ds_regs). Warpgroup 1 keeps no maxima or sums: its O half follows warpgroup
+// 0's maxima through the factors, and its share of the row sums in the epilogue is 0. The
+// factors go through sMax[buffer][thread][2]: warpgroup 0 writes a buffer's after the S of its
+// tile, which waited for the loader's refill of that buffer's rope, which waited for warpgroup 1's
+// release of the buffer's previous tile - so no factor is overwritten before it is read.
+template <typename T, bool kTma, bool kSparse, int kFmt, int kRole>
+__device__ __forceinline__ void mla_split_compute(const MlaDecodeParams& p, const MlaSchedule& s, const MlaWgShared& sh,
+                                                  int part, int first_b, int last_b, int64_t capacity, int tid, int tw,
+                                                  int lane, int rows_per_b, int row0, int ld_chunk,
+                                                  float* __restrict__ ws_out, float* __restrict__ ws_lse) {
+  using W = MlaComputeWarpgroup<T, kTma, kSparse, kFmt>;
+  W w(p, sh, kRole, tw, lane, rows_per_b, row0, ld_chunk);
+  int uses[2] = {0, 0};      // tiles consumed from each buffer so far (mirrors the loader)
+  bool q_in_flight = false;  // warpgroup 0 already issued this sequence's queries
+  for (int b = first_b; b <= last_b; ++b) {
+    const int kv_len = mla_kv_len<kSparse>(p, b, capacity);
+    const TileSpan tiles = mla_piece_tiles(s, part, b, mla_tiles_of(kv_len));
+    named_barrier_sync(kMlaBarCompute, kMlaComputeThreads);
+    if (!q_in_flight) w.load_queries(b, tid, kMlaComputeThreads);
+    cp_async_wait<0>();
+    fence_proxy_async_shared();
+    named_barrier_sync(kMlaBarCompute, kMlaComputeThreads);
+    q_in_flight = tiles.begin < tiles.end && b < last_b;
+    auto row_end = [&](int r) -> int {
+      if (row0 + r >= rows_per_b || !p.causal) return kv_len;
+      return int(visible_keys(kv_len, p.s_q, (row0 + r) / p.num_heads, 0).end);
+    };
+    const int end_lo = kSparse ? 0 : row_end(w.r_lo), end_hi = kSparse ? 0 : row_end(w.r_hi);
+    const int min_end = min(end_lo, end_hi);
+    auto needs_mask = [&](int u) { return !kSparse && gpu::any((u + 1) * kMlaWgKeys > min_end); };
+    MlaRowPair m{-INFINITY, -INFINITY};
+    MlaRowPair l{0.f, 0.f};
+    bool bad = false;
+    float o[128];
+#pragma unroll
+    for (int i = 0; i < 128; ++i) o[i] = 0.f;
+    float sacc[32];
+    if constexpr (kRole == 0) {
+#pragma unroll
+      for (int i = 0; i < 32; ++i) sacc[i] = 0.f;
+      if (tiles.begin < tiles.end) bad |= w.issue_scores(sacc, 0, uses[0] & 1);
+    }
+    for (int u = tiles.begin; u < tiles.end; u += 2) {
+      const bool has1 = u + 1 < tiles.end;
+      const uint32_t par1 = uses[1] & 1;  // tile u + 1's full phase
+      ++uses[0];
+      if (has1) ++uses[1];
+#pragma unroll
+      for (int buf = 0; buf < 2; ++buf) {
+        if (buf == 1 && !has1) break;
+        const int t = u + buf;
+        float* factors = sh.sMax + buf * 256 + 2 * tw;
+        if constexpr (kRole == 0) {
+          uint32_t pa[16];
+          w.wait_scores(sacc);
+          const MlaRowPair m1 = w.max_of(m, w.tile_max(sacc, t, needs_mask(t), end_lo, end_hi, buf));
+          const MlaRowPair sum = w.probabilities(sacc, m1, pa);
+          const MlaRowPair c = w.rescale(m, m1);
+          l = {l.lo * c.lo + sum.lo, l.hi * c.hi + sum.hi};
+          m = m1;
+          w.store_p(buf, pa);  // over the tile's rope block: its S is done with it
+          factors[0] = c.lo;
+          factors[1] = c.hi;
+          named_barrier_arrive(kMlaBarP1 + buf, kMlaComputeThreads);
+          w.scale_o(o, c);
+#pragma unroll
+          for (int i = 0; i < 16; ++i) reg_fence(pa[i]);
+          wgmma_fence();
+          w.pv_from_regs(o, pa, buf);  // O_L += P V_L
+          wgmma_commit();
+          // The next tile's S goes in behind it (buffer 1, or the next pair's buffer 0).
+          const bool next = buf == 0 ? has1 : u + 2 < tiles.end;
+          if (next) {
+            bad |= w.issue_scores(sacc, 1 - buf, buf == 0 ? par1 : uses[0] & 1);
+            wgmma_wait<1>();  // (the P V_L; the S may still run)
+          } else {
+            wgmma_wait<0>();
+          }
+          w.settle_o(o);
+          w.release(buf, kGroupL);
+        } else {
+          named_barrier_sync(kMlaBarP1 + buf, kMlaComputeThreads);  // P and the factors are in
+          w.scale_o(o, MlaRowPair{factors[0], factors[1]});
+          wgmma_fence();
+          w.pv_from_smem(o, buf);  // O_R += P V_R
+          wgmma_commit();
+          wgmma_wait<0>();
+          w.settle_o(o);
+          w.release(buf, kGroupR);
+          w.release(buf, kGroupRope);
+        }
+      }
+    }
+    if constexpr (kRole == 0) {
+      // No S is in flight past the last tile, but the compiler cannot tell: drain, so that the
+      // next sequence's writes of sacc are not inside a wgmma stage (ptxas would serialize every
+      // wgmma of the kernel).
+      w.wait_scores(sacc);
+      // Its last S is done: the next sequence's queries, behind the epilogue.
+      if (q_in_flight) w.load_queries(b + 1, tw, 128);
+    }
+    mla_store_sequence<T>(w, s, part, b, l, m, o, bad, ws_out, ws_lse);
+  }
+}
+#endif
+
 // kTma: the loader is one thread issuing a TMA box per column block (pages of >= 64 tokens: a
 // tile is a 64-row slice of one page); otherwise 128 threads gather rows (loader.cuh). kSparse:
 // sequences are sparse index lists (MlaDecodeParams::indices; gathered). kFmt: the cache format
@@ -95,7 +209,9 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
       // cp.async: each loader thread's copies landed + a plain arrival from it; TMA: the one
       // thread's arrival, which also names the bytes to wait for; quantized caches: each
       // converting warp's arrival, and on `landed` the issuing warp's lanes as cp.async's above.
-      mbar_init(&sh.full[i], kTma ? 1 : (kFmt != kMlaSame ? kMlaConverterWarps : 2 * 128));
+      mbar_init(&sh.full[i], kTma ? 1
+                                  : (kFmt == kMlaDsRows ? kMlaDsRegsWarps
+                                                        : (kFmt != kMlaSame ? kMlaConverterWarps : 2 * 128)));
       mbar_init(&sh.empty[i], 4);  // each warp of the one warpgroup that reads the group last
       mbar_init(&sh.landed[i], 2 * 32);
     }
@@ -108,9 +224,11 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
   auto tile_range = [&](int b, int64_t kv_len) { return mla_piece_tiles(s, part, b, mla_tiles_of(kv_len)); };
 
   if (wg == 2) {  // the loader warpgroup
-    warpgroup_regs_shrink<MlaWgRegs<kTma>::kLoader>();
+    warpgroup_regs_shrink<MlaWgRegs<kTma, kFmt>::kLoader>();
     if constexpr (kTma) {
       if (tw == 0) mla_load_tiles_tma(p, page_shift, s, part, first_b, last_b, capacity, maps, sh);
+    } else if constexpr (kFmt == kMlaDsRows) {
+      mla_load_tiles_ds_regs<T, kSparse>(p, page_shift, s, part, first_b, last_b, capacity, sh, tw, lane);
     } else if constexpr (kFmt != kMlaSame) {
       mla_load_tiles_quantized<T, kSparse, kFmt>(p, page_shift, s, part, first_b, last_b, capacity, sh, tw, lane);
     } else {
@@ -120,8 +238,23 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
   }
 
   // The compute warpgroups.
-  warpgroup_regs_grow<MlaWgRegs<kTma>::kCompute>();
+  using Regs = MlaWgRegs<kTma, kFmt>;
   using W = MlaComputeWarpgroup<T, kTma, kSparse, kFmt>;
+  if constexpr (Regs::kSplit) {
+    // Each role's whole loop in its own branch after its register budget (code after a merge
+    // would be held to the smaller budget).
+    if (wg == 0) {
+      warpgroup_regs_grow<Regs::kSplitS>();
+      mla_split_compute<T, kTma, kSparse, kFmt, 0>(p, s, sh, part, first_b, last_b, capacity, tid, tw, lane, rows_per_b,
+                                                   row0, ld_chunk, ws_out, ws_lse);
+    } else {
+      warpgroup_regs_shrink<Regs::kSplitPv>();
+      mla_split_compute<T, kTma, kSparse, kFmt, 1>(p, s, sh, part, first_b, last_b, capacity, tid, tw, lane, rows_per_b,
+                                                   row0, ld_chunk, ws_out, ws_lse);
+    }
+    return;
+  }
+  warpgroup_regs_grow<Regs::kCompute>();
   W w(p, sh, wg, tw, lane, rows_per_b, row0, ld_chunk);
   int uses[2] = {0, 0};      // tiles consumed from each buffer so far (mirrors the loader)
   bool q_in_flight = false;  // warpgroup 0 already issued this sequence's queries (see below)
@@ -260,6 +393,7 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
         m = m1;
       }
     }
+
 
     // Warpgroup 0 passed the last pair's P1 barrier, so both warpgroups' last S is done: fetch
     // the next sequence's queries now, behind the epilogue (inside the pair loop the address

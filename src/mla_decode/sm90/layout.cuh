@@ -21,11 +21,18 @@ constexpr int kMlaWgKeys = kMlaTileKeys;    // cache tokens per tile (the schedu
 // rolled, became instruction-bound and starved the compute warpgroups: NOTES item 22); the TMA
 // loader is one thread with a handful of values. The quantized loader (one issuing warp, three
 // converting ones, each converting lane holding two raw 16-byte chunks) fits the same budget.
-template <bool kTma>
+// The split schedule (656-byte rows, kernel.cuh) gives warpgroup 0 (S, softmax, P V_L) 216,
+// warpgroup 1 (P V_R only: its O half) 160 and the loader (mla_load_tiles_ds_regs: a refill's raw
+// bytes in flight while it converts the one before) 128.
+template <bool kTma, int kFmt = kMlaSame>
 struct MlaWgRegs {
+  static constexpr bool kSplit = !kTma && kFmt == kMlaDsRows;
   static constexpr int kCompute = kTma ? 232 : 224;
-  static constexpr int kLoader = kTma ? 32 : 56;
-  static_assert(2 * kCompute + kLoader <= 3 * (65536 / kMlaWgThreads / 8 * 8),
+  static constexpr int kLoader = kTma ? 32 : (kSplit ? 112 : 56);
+  static constexpr int kSplitS = 224, kSplitPv = 168;
+  static_assert(kSplitS + kSplitPv + 112 <= 3 * (65536 / kMlaWgThreads / 8 * 8),
+                "register budgets exceed the block's registers");
+  static_assert(kSplit || 2 * kCompute + kLoader <= 3 * (65536 / kMlaWgThreads / 8 * 8),
                 "register budgets exceed the block's registers");
 };
 
@@ -73,12 +80,9 @@ struct MlaWgSmem {
   static constexpr int kBad = kSum + 2 * 128 * 2 * 4;   // [2 buffers][4 loader warps] + [2 warpgroups] ints
   static constexpr int kKeyMask = kBad + 16 * 4;       // [2 buffers][64 tokens] bytes (sparse keys)
   // The loader's page ids of a pair: [2 buffers][4 tokens][128 loader threads] (16-bit gather);
-  // quantized caches: [2 buffers][64 tokens] byte offsets (int64), and at kScales the 656-byte
-  // rows' staged scales, [2 buffers][2 latent groups][64 tokens] x 8 bytes.
+  // fp8 caches: [2 buffers][64 tokens] byte offsets (int64).
   static constexpr int kPages = kKeyMask + 2 * 64;
-  static constexpr int kScales = kPages + 1024;
   static constexpr int kBarriers = kPages + 2 * 4 * 128 * 4;  // full[2][3], empty[2][3], landed[2][3]
-  static_assert(kScales + 2 * 2 * 64 * 8 <= kBarriers, "the staged scales overrun the page ids' area");
   static constexpr size_t kAllocBytes = size_t(kBarriers) + 3 * 2 * kGroups * 8 + 1024;  // + alignment
 };
 static_assert(MlaWgSmem::kAllocBytes <= 227 * 1024, "more shared memory than a Hopper block may have");
@@ -92,7 +96,6 @@ struct MlaWgShared {
   int* sBadWg;     // [compute warpgroup], per sequence
   unsigned char* sKeyMask;  // [buffer][tile token]: 1 if the token is a key (sparse tiles)
   int* sPage;      // the loader's page ids of the current pair
-  unsigned char* sScales;  // quantized loader: 656-byte rows' staged scales
   uint64_t* full;  // [buffer][group]
   uint64_t* empty;
   uint64_t* landed;  // [buffer][group]: a quantized group's raw bytes are in (loader.cuh)
@@ -107,7 +110,6 @@ struct MlaWgShared {
     sBadWg = sBadPage + 8;
     sKeyMask = base + S::kKeyMask;
     sPage = reinterpret_cast<int*>(base + S::kPages);
-    sScales = base + S::kScales;
     full = reinterpret_cast<uint64_t*>(base + S::kBarriers);
     empty = full + 2 * kGroups;
     landed = empty + 2 * kGroups;

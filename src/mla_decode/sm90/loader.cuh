@@ -97,7 +97,8 @@ __device__ __forceinline__ void mla_load_tiles_tma(const MlaDecodeParams& p, int
   }
 }
 
-// Quantized caches (kFmt != kMlaSame): a group's raw bytes are converted in place (shared memory
+// fp8 caches with a per-tensor scale (kMlaFp8; 656-byte rows take mla_load_tiles_ds_regs below,
+// since session 30): a group's raw bytes are converted in place (shared memory
 // has no room to stage them elsewhere), and the loader warpgroup splits into two roles so that no
 // copy waits for a conversion and no conversion for a free slot (when one warpgroup did both, at
 // most two groups were in flight and each waited for its bytes: NOTES item 42):
@@ -106,16 +107,13 @@ __device__ __forceinline__ void mla_load_tiles_tma(const MlaDecodeParams& p, int
 //     the group's "landed" barrier. Where the raw bytes go: every row's within that row's own
 //     bytes of the group's area, so a converting warp touches only its own rows - latent group g
 //     (column blocks B..B+3, B = 4 g): token r's raw columns 0-127 at block B+2 + r * 128, 128-255
-//     at block B+3 + r * 128; a 656-byte row's two scales of the group at
-//     sScales[buffer][g][r]; an fp8 rope's 64 bytes at the rope block + r * 128 + 64. A 656-byte
-//     row's bf16 rope needs no converting: it is copied straight into place. A row with no key is
-//     zero-filled.
+//     at block B+3 + r * 128; an fp8 rope's 64 bytes at the rope block + r * 128 + 64. A row
+//     with no key is zero-filled.
 //   warps 1-3 (converters) wait for each group's landed barrier in the same order, rewrite their
 //     rows (row quads q = warp - 1, warp + 2, ... of the 16) as the tiles' type, swizzled, and
 //     announce the group full. Each lane reads its raw chunk of row 4 q + lane / 8 before any lane
 //     writes (a __syncwarp between), since a row's converted values overwrite its raw bytes.
-// kMlaFp8: values converted exactly, to half (MlaTileT; the kernel applies kv_scale to S and O);
-// kMlaDsRows: each value times its group's scale, rounded to T (bf16).
+// Values are converted exactly, to half (MlaTileT; the kernel applies kv_scale to S and O).
 constexpr int kMlaConverterWarps = 3;  // the full barriers' count on this path
 
 template <typename T, bool kSparse, int kFmt>
@@ -192,31 +190,13 @@ __device__ __forceinline__ void mla_load_tiles_quantized(const MlaDecodeParams& 
               const int64_t at = offs[2 * i + (lane >> 4)];
               cp_async_16(dst + 256 * i, src + (at < 0 ? 0 : at), at >= 0);
             }
-            if constexpr (kFmt == kMlaDsRows) {
-#pragma unroll
-              for (int h = 0; h < 2; ++h) {
-                const int row = lane + 32 * h;
-                const int64_t at = offs[row];
-                cp_async_8(sh.sScales + ((buf * 2 + g) * kMlaWgKeys + row) * 8,
-                           ckv8 + (at < 0 ? 0 : at) + kMlaDsScalesAt + 8 * g, at >= 0);
-              }
-            }
           } else {
             unsigned char* block = tile + 8 * S::kColBlockBytes;
-            if constexpr (kFmt == kMlaDsRows) {  // bf16 rope: into place
 #pragma unroll 8
-              for (int i = 0; i < 16; ++i) {  // rows 4 i + lane / 8, chunk lane % 8
-                const int row = 4 * i + (lane >> 3), c = lane & 7;
-                const int64_t at = offs[row];
-                cp_async_16(block + sw128_offset(row, c), ckv8 + (at < 0 ? 0 : at) + kMlaDsRopeAt + 16 * c, at >= 0);
-              }
-            } else {  // fp8 rope (kpe's rows): raw
-#pragma unroll 8
-              for (int i = 0; i < 8; ++i) {  // rows 8 i + lane / 4, chunk lane % 4
-                const int row = 8 * i + (lane >> 2), c = lane & 3;
-                const int64_t at = offs[row];
-                cp_async_16(block + row * 128 + 64 + 16 * c, kpe8 + (at < 0 ? 0 : at) + 16 * c, at >= 0);
-              }
+            for (int i = 0; i < 8; ++i) {  // the fp8 rope (kpe's rows), raw: rows 8 i + lane / 4, chunk lane % 4
+              const int row = 8 * i + (lane >> 2), c = lane & 3;
+              const int64_t at = offs[row];
+              cp_async_16(block + row * 128 + 64 + 16 * c, kpe8 + (at < 0 ? 0 : at) + 16 * c, at >= 0);
             }
           }
           mbar_arrive_on_cp_async(landed);  // (each lane: its copies landed + a plain arrival)
@@ -230,10 +210,6 @@ __device__ __forceinline__ void mla_load_tiles_quantized(const MlaDecodeParams& 
               unsigned char* area = tile + 4 * g * S::kColBlockBytes;
               const uint4 raw0 = *reinterpret_cast<const uint4*>(area + 2 * S::kColBlockBytes + r * 128 + 16 * c);
               const uint4 raw1 = *reinterpret_cast<const uint4*>(area + 3 * S::kColBlockBytes + r * 128 + 16 * c);
-              float2 sc = make_float2(1.f, 1.f);
-              if constexpr (kFmt == kMlaDsRows) {
-                sc = *reinterpret_cast<const float2*>(sh.sScales + ((buf * 2 + g) * kMlaWgKeys + r) * 8);
-              }
               __syncwarp();  // the row's raw bytes are read before any lane overwrites them
               // Lanes c and c + 4 of a row write the same chunk positions of adjacent column
               // blocks (the same banks): the upper four convert their raw chunk's halves swapped
@@ -245,8 +221,7 @@ __device__ __forceinline__ void mla_load_tiles_quantized(const MlaDecodeParams& 
                 uint4 raw = k ? raw1 : raw0;
                 if (swap) raw = make_uint4(raw.z, raw.w, raw.x, raw.y);
                 uint4 first, second;
-                if constexpr (kFmt == kMlaDsRows) fp8x16_scaled_to<Tc>(raw, k ? sc.y : sc.x, first, second);
-                else fp8x16_to<Tc>(raw, first, second, p.kv_e5m2);
+                fp8x16_to<Tc>(raw, first, second, p.kv_e5m2);
                 const int col = 128 * k + 16 * c;  // the chunk's first column in the group
                 unsigned char* block = area + (col / 64) * S::kColBlockBytes;
                 const int ch = (col % 64) / 8;
@@ -270,6 +245,155 @@ __device__ __forceinline__ void mla_load_tiles_quantized(const MlaDecodeParams& 
           __syncwarp();
           if (lane == 0) mbar_arrive(&sh.full[buf * kGroups + g]);
         }
+      }
+    }
+  }
+}
+
+// 656-byte rows (kMlaDsRows) through the loader's registers (session 30, NOTES item 51): the
+// whole warpgroup converts, and holds the next group's raw bytes in registers while it waits for
+// the slot of the group in hand, so no raw staging in shared memory and no land -> convert stage
+// sits between a slot falling free and its refill (mla_load_tiles_quantized's exposed chain,
+// NOTES item 43 a). It needs more registers than the staging loader (MlaWgRegs).
+//   Thread tw takes one token of every tile - row warp * 16 + lane % 8 + 8 (lane / 16) - and a
+//   half: quarter 2 g + half of latent group g (its 128 e4m3 values, their float32 scale) and
+//   rope chunks 4 half .. 4 half + 3. Each 16-byte store instruction's eight-lane phases then
+//   write eight consecutive rows of one chunk column: distinct swizzled slots, no bank conflict.
+//   It feeds the split schedule (kernel.cuh: warpgroup 0 runs every tile's S, softmax and P V_L,
+//   warpgroup 1 P V_R), which releases a tile's groups L (after P V_L), then R and rope (after
+//   P V_R) and reads them in that order: the loader refills each tile's L, R, rope in turn,
+//   tiles alternating buffers by pairs as elsewhere. Each refill's loads are issued one refill
+//   ahead (the next pair's first from the last of this one), the table entries a pair ahead.
+//   A row with no key (past kv_len, an out-of-range id) is zero-filled; every warp arrives on a
+//   group's full barrier once its stores are fenced for the async proxy (kMlaDsRegsWarps).
+constexpr int kMlaDsRegsWarps = 4;  // the full barriers' count on this path
+
+struct MlaDsStepData {
+  uint4 v[8];   // a latent quarter's 128 e4m3 values, or (v[0..3]) four rope chunks
+  float scale;  // the quarter's group scale
+};
+
+template <typename T, bool kSparse>
+__device__ __forceinline__ void mla_load_tiles_ds_regs(const MlaDecodeParams& p, int page_shift,
+                                                       const MlaSchedule& s, int part, int first_b, int last_b,
+                                                       int64_t capacity, const MlaWgShared& sh, int tw, int lane) {
+  using S = MlaWgSmem;
+  const int warp = tw / 32;
+  const int row = warp * 16 + (lane & 7) + 8 * (lane >> 4);  // this thread's token of every tile
+  const int half = (lane >> 3) & 1;
+  const unsigned char* ckv8 = static_cast<const unsigned char*>(p.ckv);
+  const int64_t pool = p.num_pages * p.page_size;  // sparse: slots [0, pool) are keys
+  // A latent group's quarter (g: kGroupL or kGroupR) or the rope's half of a row at byte `at` of
+  // the cache (-1: no key, zeros).
+  auto load_latent = [&](int64_t at, int g, MlaDsStepData& d) {
+    const int q = 2 * g + half;
+    const unsigned char* src = ckv8 + (at < 0 ? 0 : at);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      d.v[i] = at < 0 ? make_uint4(0, 0, 0, 0) : __ldg(reinterpret_cast<const uint4*>(src + 128 * q + 16 * i));
+    }
+    d.scale = at < 0 ? 0.f : __ldg(reinterpret_cast<const float*>(src + kMlaDsScalesAt + 4 * q));
+  };
+  auto load_rope = [&](int64_t at, MlaDsStepData& d) {
+    const unsigned char* src = ckv8 + (at < 0 ? 0 : at) + kMlaDsRopeAt + 64 * half;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      d.v[i] = at < 0 ? make_uint4(0, 0, 0, 0) : __ldg(reinterpret_cast<const uint4*>(src + 16 * i));
+    }
+  };
+  auto store = [&](int buf, int g, const MlaDsStepData& d) {
+    unsigned char* tile = sh.tile(buf);
+    if (g == kGroupRope) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        *reinterpret_cast<uint4*>(tile + 8 * S::kColBlockBytes + sw128_offset(row, 4 * half + i)) = d.v[i];
+      }
+    } else {
+      const int q = 2 * g + half;  // columns 128 q .. 128 q + 127: column blocks 2 q and 2 q + 1
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        uint4 lo, hi;
+        fp8x16_scaled_to<T>(d.v[i], d.scale, lo, hi);
+        unsigned char* block = tile + (2 * q + i / 4) * S::kColBlockBytes;
+        *reinterpret_cast<uint4*>(block + sw128_offset(row, 2 * (i % 4))) = lo;
+        *reinterpret_cast<uint4*>(block + sw128_offset(row, 2 * (i % 4) + 1)) = hi;
+      }
+    }
+    fence_proxy_async_shared();  // the stores, for the compute warpgroups' wgmma reads
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&sh.full[buf * kGroups + g]);
+  };
+  int uses[2] = {0, 0};  // tiles loaded into each buffer so far (all sequences)
+  for (int b = first_b; b <= last_b; ++b) {
+    const int kv_len = mla_kv_len<kSparse>(p, b, capacity);
+    const TileSpan tiles = mla_piece_tiles(s, part, b, mla_tiles_of(kv_len));
+    if (tiles.begin >= tiles.end) continue;
+    const int32_t* table = kSparse ? p.indices + int64_t(b) * p.topk : p.block_tables + int64_t(b) * p.max_pages;
+    // Tile t's table entry for this thread's token (read only inside the sequence).
+    auto entry = [&](int t) -> int32_t {
+      const int j = t * kMlaWgKeys + row;
+      return t < tiles.end && j < kv_len ? table[kSparse ? j : (j >> page_shift)] : -1;
+    };
+    // Its byte offset in the cache, -1 for no key; `bad`: a dense page id out of range inside
+    // the sequence (the flag that makes the sequence's output NaN; a sparse list has none).
+    auto offset_of = [&](int t, int32_t e, bool& bad) -> int64_t {
+      const int j = t * kMlaWgKeys + row;
+      const bool in_seq = t < tiles.end && j < kv_len;
+      const bool ok = mla_entry_ok<kSparse>(p, e, pool);
+      bad = !kSparse && in_seq && !ok;
+      const int64_t at = kSparse ? int64_t(e) * p.ckv_slot_stride
+                                 : int64_t(e) * p.ckv_page_stride + (j & int(p.page_size - 1)) * p.ckv_slot_stride;
+      return in_seq && ok ? at : -1;
+    };
+    // The first pair's offsets and first step's bytes (once per sequence: exposed).
+    bool bad0, bad1;
+    int64_t off0 = offset_of(tiles.begin, entry(tiles.begin), bad0);
+    int64_t off1 = offset_of(tiles.begin + 1, entry(tiles.begin + 1), bad1);
+    MlaDsStepData cur, nxt;
+    load_latent(off0, kGroupL, cur);
+    for (int u = tiles.begin; u < tiles.end; u += 2) {  // t0 of a pair in buffer 0, t1 in buffer 1
+      const bool has1 = u + 1 < tiles.end;
+      const uint32_t parity0 = (uses[0] & 1) ^ 1, parity1 = (uses[1] & 1) ^ 1;  // the slots' empty phases
+      ++uses[0];
+      if (has1) ++uses[1];
+      // The next pair's entries, a pair ahead of their use.
+      const int32_t next_e0 = entry(u + 2), next_e1 = entry(u + 3);
+      // A tile's first refill also publishes its key marks (sparse) and corrupt-page flag.
+      auto mark = [&](int buf, int64_t off, bool bad) {
+        if (kSparse && half == 0) sh.sKeyMask[buf * kMlaWgKeys + row] = off >= 0 ? 1 : 0;
+        bad = gpu::any(bad);
+        if (lane == 0) sh.sBadPage[buf * 4 + warp] = bad ? 1 : 0;
+      };
+      // Tile u (buffer 0): L (its first refill), R, rope.
+      load_latent(off0, kGroupR, nxt);
+      mbar_wait(&sh.empty[0 * kGroups + kGroupL], parity0);
+      mark(0, off0, bad0);
+      store(0, kGroupL, cur);
+      cur = nxt;
+      load_rope(off0, nxt);
+      mbar_wait(&sh.empty[0 * kGroups + kGroupR], parity0);
+      store(0, kGroupR, cur);
+      cur = nxt;
+      if (has1) load_latent(off1, kGroupL, nxt);
+      mbar_wait(&sh.empty[0 * kGroups + kGroupRope], parity0);
+      store(0, kGroupRope, cur);
+      cur = nxt;
+      if (has1) {  // tile u + 1 (buffer 1) likewise; then the next pair's offsets and first bytes
+        load_latent(off1, kGroupR, nxt);
+        mbar_wait(&sh.empty[1 * kGroups + kGroupL], parity1);
+        mark(1, off1, bad1);
+        store(1, kGroupL, cur);
+        cur = nxt;
+        load_rope(off1, nxt);
+        mbar_wait(&sh.empty[1 * kGroups + kGroupR], parity1);
+        store(1, kGroupR, cur);
+        cur = nxt;
+        off0 = offset_of(u + 2, next_e0, bad0);
+        off1 = offset_of(u + 3, next_e1, bad1);
+        if (u + 2 < tiles.end) load_latent(off0, kGroupL, nxt);
+        mbar_wait(&sh.empty[1 * kGroups + kGroupRope], parity1);
+        store(1, kGroupRope, cur);
+        cur = nxt;
       }
     }
   }

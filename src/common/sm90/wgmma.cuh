@@ -78,6 +78,15 @@ __device__ __forceinline__ void named_barrier_sync(int id, int count) {
 __device__ __forceinline__ void named_barrier_arrive(int id, int count) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
+// The same without .aligned (barrier.sync / barrier.arrive): for warps that reach one barrier
+// from different code (warp-specialized roles compiled apart), which .aligned does not allow
+// (compute-sanitizer's synccheck reports it as divergence).
+__device__ __forceinline__ void named_barrier_sync_any(int id, int count) {
+  asm volatile("barrier.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+__device__ __forceinline__ void named_barrier_arrive_any(int id, int count) {
+  asm volatile("barrier.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define JP_HAVE_WGMMA 1

@@ -40,7 +40,9 @@ __device__ __forceinline__ float mla_row_lse(float m, float sum, bool bad) {
 // l: this thread's shares of its rows' sums; m: their final maxima (log2 domain); o: its half of
 // the rows' outputs; bad: a page id of this warpgroup's tiles was out of range (the whole
 // sequence then comes out NaN).
-template <typename T, typename W>
+// kAnyBarrier: the warpgroups run different code (the split schedule), so they meet at a
+// non-.aligned barrier.
+template <typename T, typename W, bool kAnyBarrier = false>
 __device__ __forceinline__ void mla_store_sequence(const W& w, const MlaSchedule& s,
                                                    int part, int b, MlaRowPair& l, const MlaRowPair& m,
                                                    const float (&o)[128], bool& bad, float* __restrict__ ws_out,
@@ -53,7 +55,8 @@ __device__ __forceinline__ void mla_store_sequence(const W& w, const MlaSchedule
   w.sSum[w.wg * 256 + 2 * w.tw] = l.lo;
   w.sSum[w.wg * 256 + 2 * w.tw + 1] = l.hi;
   if (w.tw == 0) w.sBadWg[w.wg] = bad ? 1 : 0;
-  named_barrier_sync(kMlaBarCompute, kMlaComputeThreads);
+  if constexpr (kAnyBarrier) named_barrier_sync_any(kMlaBarCompute, kMlaComputeThreads);
+  else named_barrier_sync(kMlaBarCompute, kMlaComputeThreads);
   const float sum_lo = l.lo + w.sSum[(1 - w.wg) * 256 + 2 * w.tw];
   const float sum_hi = l.hi + w.sSum[(1 - w.wg) * 256 + 2 * w.tw + 1];
   bad = (w.sBadWg[0] | w.sBadWg[1]) != 0;

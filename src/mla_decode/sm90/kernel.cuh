@@ -65,7 +65,8 @@ namespace jaxpaged {
 // 0's maxima through the factors, and its share of the row sums in the epilogue is 0. The
 // factors go through sMax[buffer][thread][2]: warpgroup 0 writes a buffer's after the S of its
 // tile, which waited for the loader's refill of that buffer's rope, which waited for warpgroup 1's
-// release of the buffer's previous tile - so no factor is overwritten before it is read.
+// release of the buffer's previous tile - so no factor is overwritten before it is read. The
+// roles meet at barriers from different code: the non-.aligned forms (named_barrier_sync_any).
 template <typename T, bool kTma, bool kSparse, int kFmt, int kRole>
 __device__ __forceinline__ void mla_split_compute(const MlaDecodeParams& p, const MlaSchedule& s, const MlaWgShared& sh,
                                                   int part, int first_b, int last_b, int64_t capacity, int tid, int tw,
@@ -78,11 +79,11 @@ __device__ __forceinline__ void mla_split_compute(const MlaDecodeParams& p, cons
   for (int b = first_b; b <= last_b; ++b) {
     const int kv_len = mla_kv_len<kSparse>(p, b, capacity);
     const TileSpan tiles = mla_piece_tiles(s, part, b, mla_tiles_of(kv_len));
-    named_barrier_sync(kMlaBarCompute, kMlaComputeThreads);
+    named_barrier_sync_any(kMlaBarCompute, kMlaComputeThreads);
     if (!q_in_flight) w.load_queries(b, tid, kMlaComputeThreads);
     cp_async_wait<0>();
     fence_proxy_async_shared();
-    named_barrier_sync(kMlaBarCompute, kMlaComputeThreads);
+    named_barrier_sync_any(kMlaBarCompute, kMlaComputeThreads);
     q_in_flight = tiles.begin < tiles.end && b < last_b;
     auto row_end = [&](int r) -> int {
       if (row0 + r >= rows_per_b || !p.causal) return kv_len;
@@ -124,7 +125,7 @@ __device__ __forceinline__ void mla_split_compute(const MlaDecodeParams& p, cons
           w.store_p(buf, pa);  // over the tile's rope block: its S is done with it
           factors[0] = c.lo;
           factors[1] = c.hi;
-          named_barrier_arrive(kMlaBarP1 + buf, kMlaComputeThreads);
+          named_barrier_arrive_any(kMlaBarP1 + buf, kMlaComputeThreads);
           w.scale_o(o, c);
 #pragma unroll
           for (int i = 0; i < 16; ++i) reg_fence(pa[i]);
@@ -142,7 +143,7 @@ __device__ __forceinline__ void mla_split_compute(const MlaDecodeParams& p, cons
           w.settle_o(o);
           w.release(buf, kGroupL);
         } else {
-          named_barrier_sync(kMlaBarP1 + buf, kMlaComputeThreads);  // P and the factors are in
+          named_barrier_sync_any(kMlaBarP1 + buf, kMlaComputeThreads);  // P and the factors are in
           w.scale_o(o, MlaRowPair{factors[0], factors[1]});
           wgmma_fence();
           w.pv_from_smem(o, buf);  // O_R += P V_R
@@ -162,7 +163,7 @@ __device__ __forceinline__ void mla_split_compute(const MlaDecodeParams& p, cons
       // Its last S is done: the next sequence's queries, behind the epilogue.
       if (q_in_flight) w.load_queries(b + 1, tw, 128);
     }
-    mla_store_sequence<T>(w, s, part, b, l, m, o, bad, ws_out, ws_lse);
+    mla_store_sequence<T, W, true>(w, s, part, b, l, m, o, bad, ws_out, ws_lse);
   }
 }
 #endif

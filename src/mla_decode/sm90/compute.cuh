@@ -37,6 +37,9 @@ constexpr int kMlaBarM0 = 1;       // WG0 published m0
 constexpr int kMlaBarP1 = 2;       // WG1 published m1 and stored P1
 constexpr int kMlaBarP0 = 3;       // WG0 stored P0 (brought to m1)
 constexpr int kMlaBarCompute = 4;  // both, at sequence boundaries
+// The split schedule (kernel.cuh, mla_split_compute) uses ids 2 and 3 instead as "P and the
+// rescale factors of buffer 0 / 1 are in" (warpgroup 0 arrives, warpgroup 1 waits).
+constexpr int kMlaBarSplitP = 2;
 constexpr int kMlaBarOwn = 5;      // + wg: this warpgroup alone
 
 #if defined(JP_HAVE_WGMMA)  // the sm_90a device pass (wgmma.cuh)

@@ -4,7 +4,9 @@
 // operations), epilogue.cuh (a sequence's output).
 //
 // Block = 64 query rows (of one sequence's s_q x Hq) x one partition of the KV work
-// (partition_schedule.cuh); 384 threads = three warpgroups:
+// (partition_schedule.cuh); 384 threads = three warpgroups (below: the seesaw schedule of 16-bit
+// and fp8 caches; 656-byte rows run the split schedule instead, mla_split_compute, fed by
+// mla_load_tiles_ds_regs):
 //   warpgroup 2 (loader): streams the partition's keys in 64-token tiles (576 wide) into two
 //     shared-memory tile buffers, page ids a pair ahead: with pages of >= 64 tokens one thread
 //     issues a TMA box per 64-column block (kTma), else 128 threads issue 16-byte cp.async
@@ -35,7 +37,6 @@
 // Keys past kv_len or past a causal row's last key get probability 0, and their K/V bytes are
 // zero-filled (0 * garbage must not reach a product); rows past the sequence's s_q x Hq read zero
 // queries and are never stored.
-#pragma once
 #pragma once
 
 #include "common/gpu_math.cuh"
@@ -125,7 +126,7 @@ __device__ __forceinline__ void mla_split_compute(const MlaDecodeParams& p, cons
           w.store_p(buf, pa);  // over the tile's rope block: its S is done with it
           factors[0] = c.lo;
           factors[1] = c.hi;
-          named_barrier_arrive_any(kMlaBarP1 + buf, kMlaComputeThreads);
+          named_barrier_arrive_any(kMlaBarSplitP + buf, kMlaComputeThreads);
           w.scale_o(o, c);
 #pragma unroll
           for (int i = 0; i < 16; ++i) reg_fence(pa[i]);
@@ -143,7 +144,10 @@ __device__ __forceinline__ void mla_split_compute(const MlaDecodeParams& p, cons
           w.settle_o(o);
           w.release(buf, kGroupL);
         } else {
-          named_barrier_sync_any(kMlaBarP1 + buf, kMlaComputeThreads);  // P and the factors are in
+          // P and the factors are in. (This warpgroup never waits on the tile's full barriers:
+          // warpgroup 0 waited on all three groups, L, R and rope, before its S, which precedes its
+          // arrival here.)
+          named_barrier_sync_any(kMlaBarSplitP + buf, kMlaComputeThreads);
           w.scale_o(o, MlaRowPair{factors[0], factors[1]});
           wgmma_fence();
           w.pv_from_smem(o, buf);  // O_R += P V_R

@@ -21,9 +21,10 @@ constexpr int kMlaWgKeys = kMlaTileKeys;    // cache tokens per tile (the schedu
 // rolled, became instruction-bound and starved the compute warpgroups: NOTES item 22); the TMA
 // loader is one thread with a handful of values. The quantized loader (one issuing warp, three
 // converting ones, each converting lane holding two raw 16-byte chunks) fits the same budget.
-// The split schedule (656-byte rows, kernel.cuh) gives warpgroup 0 (S, softmax, P V_L) 216,
-// warpgroup 1 (P V_R only: its O half) 160 and the loader (mla_load_tiles_ds_regs: a refill's raw
-// bytes in flight while it converts the one before) 128.
+// The split schedule (656-byte rows, kernel.cuh) gives warpgroup 0 (S, softmax, P V_L) 224,
+// warpgroup 1 (P V_R only: its O half) 168 - the block's starting share, so its setmaxnreg.dec is
+// a no-op that only tells ptxas the budget - and the loader (mla_load_tiles_ds_regs: a refill's
+// raw bytes in flight while it converts the one before) 112.
 template <bool kTma, int kFmt = kMlaSame>
 struct MlaWgRegs {
   static constexpr bool kSplit = !kTma && kFmt == kMlaDsRows;

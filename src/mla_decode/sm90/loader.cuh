@@ -2,8 +2,9 @@
 // tiles into the two tile buffers, column group by column group, in the order the compute
 // warpgroups hand them back (mla_group_in_order), each group behind its "empty" barrier and
 // announced on its "full" one. 16-bit caches: page ids are read a pair of tiles ahead, each
-// group's copies go straight into place (TMA or cp.async); quantized caches: an issuing warp and
-// three converting warps (mla_load_tiles_quantized).
+// group's copies go straight into place (TMA or cp.async); fp8 caches: an issuing warp and
+// three converting warps (mla_load_tiles_quantized); 656-byte rows: the whole warpgroup converts,
+// the next refill's bytes in registers (mla_load_tiles_ds_regs; the split schedule's order).
 #pragma once
 
 #include "common/fp8.cuh"

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "common/gpu_math.cuh"
+#include "common/masking.h"  // visible_keys
 #include "common/sm80/mma.cuh"
 #include "common/sm90/mbarrier.cuh"
 #include "common/sm90/wgmma.cuh"
@@ -43,6 +44,28 @@ constexpr int kMlaBarSplitP = 2;
 constexpr int kMlaBarOwn = 5;      // + wg: this warpgroup alone
 
 #if defined(JP_HAVE_WGMMA)  // the sm_90a device pass (wgmma.cuh)
+// Where this thread's two rows' visible keys end in a sequence of kv_len keys (causal rows see
+// fewer; rows past the sequence's s_q x Hq are never stored and see all keys, so they do not force
+// masking; sparse lists are masked by the loader's marks alone, tile_max), and whether tile u
+// reaches past some row's end in this warp (its scores then need masking).
+struct MlaRowEnds {
+  int lo, hi, min_end;
+  bool sparse;
+  __device__ __forceinline__ bool needs_mask(int u) const {
+    return !sparse && gpu::any((u + 1) * kMlaWgKeys > min_end);
+  }
+};
+template <bool kSparse>
+__device__ __forceinline__ MlaRowEnds mla_row_ends(const MlaDecodeParams& p, int kv_len, int row0, int rows_per_b,
+                                                   int r_lo, int r_hi) {
+  auto row_end = [&](int r) -> int {
+    if (row0 + r >= rows_per_b || !p.causal) return kv_len;
+    return int(visible_keys(kv_len, p.s_q, (row0 + r) / p.num_heads, 0).end);
+  };
+  const int lo = kSparse ? 0 : row_end(r_lo), hi = kSparse ? 0 : row_end(r_hi);
+  return MlaRowEnds{lo, hi, min(lo, hi), kSparse};
+}
+
 // One compute thread's view of the block: which rows it holds, where its shared state lives.
 template <typename T, bool kTma, bool kSparse = false, int kFmt = kMlaSame>
 struct MlaComputeWarpgroup {

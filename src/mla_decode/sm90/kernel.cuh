@@ -86,13 +86,7 @@ __device__ __forceinline__ void mla_split_compute(const MlaDecodeParams& p, cons
     fence_proxy_async_shared();
     named_barrier_sync_any(kMlaBarCompute, kMlaComputeThreads);
     q_in_flight = tiles.begin < tiles.end && b < last_b;
-    auto row_end = [&](int r) -> int {
-      if (row0 + r >= rows_per_b || !p.causal) return kv_len;
-      return int(visible_keys(kv_len, p.s_q, (row0 + r) / p.num_heads, 0).end);
-    };
-    const int end_lo = kSparse ? 0 : row_end(w.r_lo), end_hi = kSparse ? 0 : row_end(w.r_hi);
-    const int min_end = min(end_lo, end_hi);
-    auto needs_mask = [&](int u) { return !kSparse && gpu::any((u + 1) * kMlaWgKeys > min_end); };
+    const MlaRowEnds ends = mla_row_ends<kSparse>(p, kv_len, row0, rows_per_b, w.r_lo, w.r_hi);
     MlaRowPair m{-INFINITY, -INFINITY};
     MlaRowPair l{0.f, 0.f};
     bool bad = false;
@@ -118,7 +112,7 @@ __device__ __forceinline__ void mla_split_compute(const MlaDecodeParams& p, cons
         if constexpr (kRole == 0) {
           uint32_t pa[16];
           w.wait_scores(sacc);
-          const MlaRowPair m1 = w.max_of(m, w.tile_max(sacc, t, needs_mask(t), end_lo, end_hi, buf));
+          const MlaRowPair m1 = w.max_of(m, w.tile_max(sacc, t, ends.needs_mask(t), ends.lo, ends.hi, buf));
           const MlaRowPair sum = w.probabilities(sacc, m1, pa);
           const MlaRowPair c = w.rescale(m, m1);
           l = {l.lo * c.lo + sum.lo, l.hi * c.hi + sum.hi};
@@ -279,17 +273,9 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
     }
     // Warpgroup 0 fetches the next sequence's queries before this one's epilogue (below).
     q_in_flight = tiles.begin < tiles.end && b < last_b;
-    // Each row's visible keys end at row_end (causal rows see fewer). Rows past the sequence's
-    // s_q x Hq are never stored; they see all keys so they do not force masking.
-    auto row_end = [&](int r) -> int {
-      if (row0 + r >= rows_per_b || !p.causal) return kv_len;
-      return int(visible_keys(kv_len, p.s_q, (row0 + r) / p.num_heads, 0).end);
-    };
-    // (sparse lists: the loader marks each tile's keys, tile_max masks by those alone)
-    const int end_lo = kSparse ? 0 : row_end(w.r_lo), end_hi = kSparse ? 0 : row_end(w.r_hi);
-    const int min_end = min(end_lo, end_hi);
-    // Tile u needs masking when it reaches past some row's end in this warp.
-    auto needs_mask = [&](int u) { return !kSparse && gpu::any((u + 1) * kMlaWgKeys > min_end); };
+    const MlaRowEnds ends = mla_row_ends<kSparse>(p, kv_len, row0, rows_per_b, w.r_lo, w.r_hi);
+    const int end_lo = ends.lo, end_hi = ends.hi;
+    auto needs_mask = [&](int u) { return ends.needs_mask(u); };
     MlaRowPair m{-INFINITY, -INFINITY};  // running max (log2 domain) at the start of a pair
     MlaRowPair l{0.f, 0.f};              // this thread's share of the running sums
     bool bad = false;                    // a page id of this warpgroup's tiles was out of range

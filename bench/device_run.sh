@@ -6,7 +6,7 @@
 # BENCH_ARGS: extra bench.py arguments (e.g. "--only decode_b64_ctx4k"); BENCH_PARTS=2: the full
 # bench as two parts in this one call, merged here (logs bench_part{1,2}.log); SANITIZE_TOOLS: which
 # tools (default "memcheck racecheck synccheck initcheck"; SANITIZE_ARGS: driver flags, e.g.
-# --mla-only; "memcheck_portable" runs memcheck with
+# --mla-only or --paged-only; "memcheck_portable" runs memcheck with
 # JAXPAGED_PORTABLE_KERNELS=1). The sanitizer's build starts in the background at once; its tools
 # then run side by side (each under SANITIZE_LIMIT seconds, default 480), beside the tests, and the
 # bench waits for them so that nothing else runs on the GPU while it times.

@@ -17,7 +17,7 @@ JAXPAGED_MLA_DS_WIDE=0 SANITIZE_TOOLS="synccheck memcheck" SANITIZE_ARGS=--mla-o
   TEST_FILES="tests/test_fp8.py tests/test_mla_sparse.py" TEST_LIMIT=200 \
   bash bench/device_run.sh test,sanitize -n 8 -k "mla or 656 or ds or sparse" 2>&1 | grep -E "passed|failed|rc |FAIL" | tail -6
 export PYTHONPATH=/tmp/site XLA_PYTHON_CLIENT_PREALLOCATE=false
-CFGS="sparse_h128_b64_topk2048 sparse_h128_b128_topk2048 sparse_h128_sq2_b32_topk2048 mla_656_h128_b64_ctx4k"
+CFGS="sparse_h128_b64_topk2048 sparse_h128_b128_topk2048 sparse_h128_b64_topk2048_page1 mla_656_h128_b64_ctx4k"  # (128 rows: two row blocks)
 cd /tmp
 for r in 1 2; do
   for v in pair split; do

@@ -51,9 +51,9 @@ def test_paged_fp8_cache_matches_reference(rng, dtype, decode, kv_layout, head_d
 @pytest.mark.parametrize("dtype", FP8)
 def test_paged_fp8_queries_of_any_magnitude(rng, dtype):
     """bf16 queries far outside float16's range, or spanning it within a head, on an fp8 cache (head
-    dim 128, decode: the tile kernel's register path, whose products an experiment runs in float16
-    with the queries scaled by a power of two per row, NOTES item 50 k): as close to the reference
-    as ordinary queries."""
+    dim 128, decode: the tile kernel's register path, whose products run in float16 with the queries
+    scaled by a power of two per row since session 30, NOTES items 50 k / 51 c): as close to the
+    reference as ordinary queries."""
     case = paged_case(rng, q_lens=[1, 1], kv_lens=[300, 77], num_q_heads=8, num_kv_heads=2, head_dim=128,
                       page_size=16, dtype=Q_DTYPE, decode=True)
     k8, v8 = _quantized(case, dtype, 0.02, 0.01)

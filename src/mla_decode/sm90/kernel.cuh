@@ -385,7 +385,6 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
       }
     }
 
-
     // Warpgroup 0 passed the last pair's P1 barrier, so both warpgroups' last S is done: fetch
     // the next sequence's queries now, behind the epilogue (inside the pair loop the address
     // math made the compute warpgroups spill).

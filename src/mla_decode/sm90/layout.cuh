@@ -31,7 +31,7 @@ struct MlaWgRegs {
   static constexpr int kCompute = kTma ? 232 : 224;
   static constexpr int kLoader = kTma ? 32 : (kSplit ? 112 : 56);
   static constexpr int kSplitS = 224, kSplitPv = 168;
-  static_assert(kSplitS + kSplitPv + 112 <= 3 * (65536 / kMlaWgThreads / 8 * 8),
+  static_assert(!kSplit || kSplitS + kSplitPv + kLoader <= 3 * (65536 / kMlaWgThreads / 8 * 8),
                 "register budgets exceed the block's registers");
   static_assert(kSplit || 2 * kCompute + kLoader <= 3 * (65536 / kMlaWgThreads / 8 * 8),
                 "register budgets exceed the block's registers");

@@ -365,36 +365,32 @@ __device__ __forceinline__ void mla_load_tiles_ds_regs(const MlaDecodeParams& p,
         bad = gpu::any(bad);
         if (lane == 0) sh.sBadPage[buf * 4 + warp] = bad ? 1 : 0;
       };
-      // Tile u (buffer 0): L (its first refill), R, rope.
-      load_latent(off0, kGroupR, nxt);
-      mbar_wait(&sh.empty[0 * kGroups + kGroupL], parity0);
-      mark(0, off0, bad0);
-      store(0, kGroupL, cur);
-      cur = nxt;
-      load_rope(off0, nxt);
-      mbar_wait(&sh.empty[0 * kGroups + kGroupR], parity0);
-      store(0, kGroupR, cur);
-      cur = nxt;
-      if (has1) load_latent(off1, kGroupL, nxt);
-      mbar_wait(&sh.empty[0 * kGroups + kGroupRope], parity0);
-      store(0, kGroupRope, cur);
-      cur = nxt;
-      if (has1) {  // tile u + 1 (buffer 1) likewise; then the next pair's offsets and first bytes
-        load_latent(off1, kGroupR, nxt);
-        mbar_wait(&sh.empty[1 * kGroups + kGroupL], parity1);
-        mark(1, off1, bad1);
-        store(1, kGroupL, cur);
+      // A tile's refills, L (its first), R, rope, each issuing the loads of the one after; the
+      // rope's, the next tile's L (`load_next`: nothing if there is none).
+      auto refill_tile = [&](int buf, uint32_t parity, int64_t off, bool bad, auto load_next) {
+        load_latent(off, kGroupR, nxt);
+        mbar_wait(&sh.empty[buf * kGroups + kGroupL], parity);
+        mark(buf, off, bad);
+        store(buf, kGroupL, cur);
         cur = nxt;
-        load_rope(off1, nxt);
-        mbar_wait(&sh.empty[1 * kGroups + kGroupR], parity1);
-        store(1, kGroupR, cur);
+        load_rope(off, nxt);
+        mbar_wait(&sh.empty[buf * kGroups + kGroupR], parity);
+        store(buf, kGroupR, cur);
         cur = nxt;
-        off0 = offset_of(u + 2, next_e0, bad0);
-        off1 = offset_of(u + 3, next_e1, bad1);
-        if (u + 2 < tiles.end) load_latent(off0, kGroupL, nxt);
-        mbar_wait(&sh.empty[1 * kGroups + kGroupRope], parity1);
-        store(1, kGroupRope, cur);
+        load_next();
+        mbar_wait(&sh.empty[buf * kGroups + kGroupRope], parity);
+        store(buf, kGroupRope, cur);
         cur = nxt;
+      };
+      refill_tile(0, parity0, off0, bad0, [&] {
+        if (has1) load_latent(off1, kGroupL, nxt);
+      });
+      if (has1) {  // then the next pair's offsets and first bytes
+        refill_tile(1, parity1, off1, bad1, [&] {
+          off0 = offset_of(u + 2, next_e0, bad0);
+          off1 = offset_of(u + 3, next_e1, bad1);
+          if (u + 2 < tiles.end) load_latent(off0, kGroupL, nxt);
+        });
       }
     }
   }

@@ -27,6 +27,18 @@ __device__ __forceinline__ uint32_t fp8_to_half_bits(uint32_t b, bool e5m2) {
 }
 #endif
 
+// bf16 queries on float16 tensor cores (the products over fp8 caches): each query row is rewritten
+// once as float16 times 2^k, k putting the row's largest |q| in [2^14, 2^15), so every bf16 value
+// of the row down to 2^-32 of that largest is exact in float16 (smaller ones round at 2^-40 of
+// it); the row's scores then come out 2^k too large and its score multiplier takes 2^-k. The k of
+// a row whose largest |q| (nonzero and finite: the callers keep k = 0 otherwise, each by its own
+// rule for inf and NaN) has the biased float32 / bf16 exponent `biased` (0: a subnormal). Used by
+// the paged tile kernel's register path, the MLA wgmma kernel's convert_queries and the wide fp8
+// kernel.
+__device__ __forceinline__ int f16_query_exponent(int biased) { return min(14 - (biased - 127), 126); }
+// 2^k as a float, for k in [-126, 127].
+__device__ __forceinline__ float exp2_of(int k) { return __uint_as_float(uint32_t(127 + k) << 23); }
+
 // Two fp8 values (low byte first) as a half2's bits (low half first).
 __device__ __forceinline__ uint32_t fp8x2_to_half2_bits(uint32_t two, bool e5m2) {
 #if defined(JAXPAGED_VENDOR_HIP) || defined(JAXPAGED_PORTABLE_FP8)

@@ -6,6 +6,7 @@
 
 #include <type_traits>
 
+#include "common/fp8.cuh"  // f16_query_exponent
 #include "common/gpu_math.cuh"
 #include "common/masking.h"  // visible_keys
 #include "common/sm80/mma.cuh"
@@ -328,12 +329,9 @@ struct MlaComputeWarpgroup {
       for (int h = 0; h < 2; ++h) {
         const float m = fmaxf(mx[h], peer_max[h]);
         int k = 0;
-        if (m > 0.f && m != INFINITY) {
-          const int e = int((__float_as_uint(m) >> 23) & 0xFFu) - 127;  // (-127: a subnormal)
-          k = min(14 - e, 126);
-        }
-        f[h] = __uint_as_float(uint32_t(127 + k) << 23);
-        const float inv = __uint_as_float(uint32_t(127 - k) << 23);
+        if (m > 0.f && m != INFINITY) k = f16_query_exponent(int((__float_as_uint(m) >> 23) & 0xFFu));
+        f[h] = exp2_of(k);
+        const float inv = exp2_of(-k);
         if (h) qk_hi = qk_scale * inv;
         else qk_lo = qk_scale * inv;
       }
@@ -368,6 +366,26 @@ struct MlaComputeWarpgroup {
                      q_pe + g * kMlaRopeDim + ld_chunk * 8, live);
     }
     cp_async_commit();
+  }
+
+  // The compute warpgroups meet (kAny: from different code - the split schedule's two roles - at
+  // the non-.aligned barrier, which synccheck requires there).
+  template <bool kAny>
+  __device__ __forceinline__ static void meet() {
+    if constexpr (kAny) named_barrier_sync_any(kMlaBarCompute, kMlaComputeThreads);
+    else named_barrier_sync(kMlaBarCompute, kMlaComputeThreads);
+  }
+
+  // A sequence's start: both warpgroups are done with the previous sequence's queries (and, in
+  // the seesaw schedule, its crossing buffers); then sequence b's queries have landed for both -
+  // loaded here by both, unless warpgroup 0 issued them behind the previous epilogue (in_flight).
+  template <bool kAny>
+  __device__ __forceinline__ void land_queries(int b, int t, bool in_flight) const {
+    meet<kAny>();
+    if (!in_flight) load_queries(b, t, kMlaComputeThreads);
+    cp_async_wait<0>();
+    fence_proxy_async_shared();
+    meet<kAny>();
   }
 };
 #endif

@@ -62,7 +62,7 @@
 
 #include <type_traits>
 
-#include "common/fp8.cuh"  // half2_bits_scaled_to
+#include "common/fp8.cuh"  // half2_bits_scaled_to, f16_query_exponent
 #include "common/gpu_math.cuh"
 #include "common/masking.h"
 #include "common/pdl.cuh"
@@ -285,14 +285,11 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
         }
         mx = fmaxf(mx, gpu::shfl_xor(mx, 1));
         mx = fmaxf(mx, gpu::shfl_xor(mx, 2));
-        if (mx > 0.f && mx != INFINITY) {
-          const int e = int((__float_as_uint(mx) >> 23) & 0xFFu) - 127;  // (-127: a subnormal)
-          k = min(14 - e, 126);
-        }
+        if (mx > 0.f && mx != INFINITY) k = f16_query_exponent(int((__float_as_uint(mx) >> 23) & 0xFFu));
       }
-      const float f = __uint_as_float(uint32_t(127 + k) << 23);
+      const float f = exp2_of(k);
       if (sub == 0) {
-        sQk[r] = qk_base * __uint_as_float(uint32_t(127 - k) << 23);
+        sQk[r] = qk_base * exp2_of(-k);
         sM[r] = -INFINITY;  // (parity 0: the sequence's first pair reads it)
       }
 #pragma unroll 6

@@ -80,11 +80,7 @@ __device__ __forceinline__ void mla_split_compute(const MlaDecodeParams& p, cons
   for (int b = first_b; b <= last_b; ++b) {
     const int kv_len = mla_kv_len<kSparse>(p, b, capacity);
     const TileSpan tiles = mla_piece_tiles(s, part, b, mla_tiles_of(kv_len));
-    named_barrier_sync_any(kMlaBarCompute, kMlaComputeThreads);
-    if (!q_in_flight) w.load_queries(b, tid, kMlaComputeThreads);
-    cp_async_wait<0>();
-    fence_proxy_async_shared();
-    named_barrier_sync_any(kMlaBarCompute, kMlaComputeThreads);
+    w.template land_queries<true>(b, tid, q_in_flight);
     q_in_flight = tiles.begin < tiles.end && b < last_b;
     const MlaRowEnds ends = mla_row_ends<kSparse>(p, kv_len, row0, rows_per_b, w.r_lo, w.r_hi);
     MlaRowPair m{-INFINITY, -INFINITY};
@@ -251,148 +247,143 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
       mla_split_compute<T, kTma, kSparse, kFmt, 1>(p, s, sh, part, first_b, last_b, capacity, tid, tw, lane, rows_per_b,
                                                    row0, ld_chunk, ws_out, ws_lse);
     }
-    return;
-  }
-  warpgroup_regs_grow<Regs::kCompute>();
-  W w(p, sh, wg, tw, lane, rows_per_b, row0, ld_chunk);
-  int uses[2] = {0, 0};      // tiles consumed from each buffer so far (mirrors the loader)
-  bool q_in_flight = false;  // warpgroup 0 already issued this sequence's queries (see below)
-  for (int b = first_b; b <= last_b; ++b) {
-    const int kv_len = mla_kv_len<kSparse>(p, b, capacity);
-    const TileSpan tiles = tile_range(b, kv_len);
-    // Both warpgroups are done with the previous sequence's queries and crossing buffers.
-    named_barrier_sync(kMlaBarCompute, kMlaComputeThreads);
-    if (!q_in_flight) w.load_queries(b, tid, kMlaComputeThreads);
-    cp_async_wait<0>();
-    fence_proxy_async_shared();
-    named_barrier_sync(kMlaBarCompute, kMlaComputeThreads);
-    if constexpr (W::kQueriesToHalf) {  // fp8 caches, bf16 queries: the queries as half (layout.cuh)
-      w.convert_queries();
-      fence_proxy_async_shared();
-      named_barrier_sync(kMlaBarCompute, kMlaComputeThreads);
-    }
-    // Warpgroup 0 fetches the next sequence's queries before this one's epilogue (below).
-    q_in_flight = tiles.begin < tiles.end && b < last_b;
-    const MlaRowEnds ends = mla_row_ends<kSparse>(p, kv_len, row0, rows_per_b, w.r_lo, w.r_hi);
-    const int end_lo = ends.lo, end_hi = ends.hi;
-    auto needs_mask = [&](int u) { return ends.needs_mask(u); };
-    MlaRowPair m{-INFINITY, -INFINITY};  // running max (log2 domain) at the start of a pair
-    MlaRowPair l{0.f, 0.f};              // this thread's share of the running sums
-    bool bad = false;                    // a page id of this warpgroup's tiles was out of range
-    float o[128];
-#pragma unroll
-    for (int i = 0; i < 128; ++i) o[i] = 0.f;
-    float sacc[32];
-#pragma unroll
-    for (int i = 0; i < 32; ++i) sacc[i] = 0.f;
+  } else {  // the seesaw schedule (the header above)
+    warpgroup_regs_grow<Regs::kCompute>();
+    W w(p, sh, wg, tw, lane, rows_per_b, row0, ld_chunk);
+    int uses[2] = {0, 0};      // tiles consumed from each buffer so far (mirrors the loader)
+    bool q_in_flight = false;  // warpgroup 0 already issued this sequence's queries (see below)
+    for (int b = first_b; b <= last_b; ++b) {
+      const int kv_len = mla_kv_len<kSparse>(p, b, capacity);
+      const TileSpan tiles = tile_range(b, kv_len);
+      w.template land_queries<false>(b, tid, q_in_flight);
+      if constexpr (W::kQueriesToHalf) {  // fp8 caches, bf16 queries: the queries as half (layout.cuh)
+        w.convert_queries();
+        fence_proxy_async_shared();
+        named_barrier_sync(kMlaBarCompute, kMlaComputeThreads);
+      }
+      // Warpgroup 0 fetches the next sequence's queries before this one's epilogue (below).
+      q_in_flight = tiles.begin < tiles.end && b < last_b;
+      const MlaRowEnds ends = mla_row_ends<kSparse>(p, kv_len, row0, rows_per_b, w.r_lo, w.r_hi);
+      const int end_lo = ends.lo, end_hi = ends.hi;
+      auto needs_mask = [&](int u) { return ends.needs_mask(u); };
+      MlaRowPair m{-INFINITY, -INFINITY};  // running max (log2 domain) at the start of a pair
+      MlaRowPair l{0.f, 0.f};              // this thread's share of the running sums
+      bool bad = false;                    // a page id of this warpgroup's tiles was out of range
+      float o[128];
+  #pragma unroll
+      for (int i = 0; i < 128; ++i) o[i] = 0.f;
+      float sacc[32];
+  #pragma unroll
+      for (int i = 0; i < 32; ++i) sacc[i] = 0.f;
 
-    // Each warpgroup's first S; later ones are issued at the end of the previous pair.
-    if (tiles.begin + wg < tiles.end) {
-      // (buffer index as a constant in each branch: the group order depends on it)
-      if (wg == 0) bad |= w.issue_scores(sacc, 0, uses[0] & 1);
-      else bad |= w.issue_scores(sacc, 1, uses[1] & 1);
-      w.wait_scores(sacc);
-    }
-    for (int u = tiles.begin; u < tiles.end; u += 2) {
-      const bool has1 = u + 1 < tiles.end;
-      const bool next0 = u + 2 < tiles.end, next1 = u + 3 < tiles.end;  // the next pair's tiles
-      ++uses[0];
-      if (has1) ++uses[1];
-      uint32_t pa[16];  // this warpgroup's P as A fragments
-      if (wg == 0) {
-        const MlaRowPair m0 = w.max_of(m, w.tile_max(sacc, u, needs_mask(u), end_lo, end_hi, 0));
-        const MlaRowPair sum = w.probabilities(sacc, m0, pa);
-        w.publish_max(m0, kMlaBarM0);
-        const MlaRowPair c = w.rescale(m, m0);
-        l = {l.lo * c.lo + sum.lo, l.hi * c.hi + sum.hi};
-        w.scale_o(o, c);
-#pragma unroll
-        for (int i = 0; i < 16; ++i) reg_fence(pa[i]);
-        w.zero_v_tail(0, u, kv_len);
-        wgmma_fence();
-        w.pv_from_regs(o, pa, 0);  // O_L += P0 V0_L
-        wgmma_commit();
-        wgmma_wait<0>();
-        w.settle_o(o);
-        w.release(0, kGroupL);
-        named_barrier_sync(kMlaBarP1, kMlaComputeThreads);  // warpgroup 1 published m1 and P1
-        const MlaRowPair m1{w.peer_max[0], w.peer_max[1]};
-        const MlaRowPair c1 = w.rescale(m0, m1);
-        // P0 was made against m0; warpgroup 1 adds it to O_R, which is at m1.
-        if (gpu::any(c1.lo != 1.f || c1.hi != 1.f)) {
-#pragma unroll
-          for (int i = 0; i < 16; ++i) pa[i] = scale_pack2<typename W::Tc>(pa[i], (i % 2) == 0 ? c1.lo : c1.hi);
-        }
-        w.store_p(0, pa);  // over K0's rope block: S0 is done with it
-        named_barrier_arrive(kMlaBarP0, kMlaComputeThreads);
-        l = {l.lo * c1.lo, l.hi * c1.hi};
-        w.scale_o(o, c1);
-        if (has1) {
-          w.zero_v_tail(1, u + 1, kv_len);  // (warpgroup 1's S1 is done with it)
+      // Each warpgroup's first S; later ones are issued at the end of the previous pair.
+      if (tiles.begin + wg < tiles.end) {
+        // (buffer index as a constant in each branch: the group order depends on it)
+        if (wg == 0) bad |= w.issue_scores(sacc, 0, uses[0] & 1);
+        else bad |= w.issue_scores(sacc, 1, uses[1] & 1);
+        w.wait_scores(sacc);
+      }
+      for (int u = tiles.begin; u < tiles.end; u += 2) {
+        const bool has1 = u + 1 < tiles.end;
+        const bool next0 = u + 2 < tiles.end, next1 = u + 3 < tiles.end;  // the next pair's tiles
+        ++uses[0];
+        if (has1) ++uses[1];
+        uint32_t pa[16];  // this warpgroup's P as A fragments
+        if (wg == 0) {
+          const MlaRowPair m0 = w.max_of(m, w.tile_max(sacc, u, needs_mask(u), end_lo, end_hi, 0));
+          const MlaRowPair sum = w.probabilities(sacc, m0, pa);
+          w.publish_max(m0, kMlaBarM0);
+          const MlaRowPair c = w.rescale(m, m0);
+          l = {l.lo * c.lo + sum.lo, l.hi * c.hi + sum.hi};
+          w.scale_o(o, c);
+  #pragma unroll
+          for (int i = 0; i < 16; ++i) reg_fence(pa[i]);
+          w.zero_v_tail(0, u, kv_len);
           wgmma_fence();
-          w.pv_from_smem(o, 1);  // O_L += P1 V1_L
+          w.pv_from_regs(o, pa, 0);  // O_L += P0 V0_L
           wgmma_commit();
-          // Buffer 1's L and rope go back to the loader before this warpgroup may block on the
-          // next S0's refills: warpgroup 1's next S1 waits on them.
           wgmma_wait<0>();
           w.settle_o(o);
-          w.release(1, kGroupL);
-          w.release(1, kGroupRope);  // P1 was there
-        }
-        if (next0) bad |= w.issue_scores(sacc, 0, uses[0] & 1);
-        w.wait_scores(sacc);
-        m = m1;
-      } else {
-        MlaRowPair mx{-INFINITY, -INFINITY};
-        if (has1) mx = w.tile_max(sacc, u + 1, needs_mask(u + 1), end_lo, end_hi, 1);
-        named_barrier_sync(kMlaBarM0, kMlaComputeThreads);  // warpgroup 0 published m0
-        const MlaRowPair m1 = w.max_of(MlaRowPair{w.peer_max[0], w.peer_max[1]}, mx);
-        MlaRowPair sum{0.f, 0.f};
-        if (has1) {
-          sum = w.probabilities(sacc, m1, pa);
-          w.store_p(1, pa);  // over K1's rope block: S1 is done with it
-        }
-        w.publish_max(m1, kMlaBarP1);
-        const MlaRowPair c = w.rescale(m, m1);
-        l = {l.lo * c.lo + sum.lo, l.hi * c.hi + sum.hi};
-        w.scale_o(o, c);
-        if (has1) {
-#pragma unroll
-          for (int i = 0; i < 16; ++i) reg_fence(pa[i]);
-          w.zero_v_tail(1, u + 1, kv_len);
-          wgmma_fence();
-          w.pv_from_regs(o, pa, 1);  // O_R += P1 V1_R
-          wgmma_commit();
-        }
-        named_barrier_sync(kMlaBarP0, kMlaComputeThreads);  // warpgroup 0 stored P0 at m1
-        w.zero_v_tail(0, u, kv_len);                    // (warpgroup 0's S0 is done with it)
-        wgmma_fence();
-        w.pv_from_smem(o, 0);  // O_R += P0 V0_R
-        wgmma_commit();
-        if (has1) {
-          wgmma_wait<1>();
-          w.release(1, kGroupR);
-        }
-        wgmma_wait<0>();
-        w.settle_o(o);
-        w.release(0, kGroupR);
-        w.release(0, kGroupRope);  // P0 was there
-        if (next1) {
-          bad |= w.issue_scores(sacc, 1, uses[1] & 1);
+          w.release(0, kGroupL);
+          named_barrier_sync(kMlaBarP1, kMlaComputeThreads);  // warpgroup 1 published m1 and P1
+          const MlaRowPair m1{w.peer_max[0], w.peer_max[1]};
+          const MlaRowPair c1 = w.rescale(m0, m1);
+          // P0 was made against m0; warpgroup 1 adds it to O_R, which is at m1.
+          if (gpu::any(c1.lo != 1.f || c1.hi != 1.f)) {
+  #pragma unroll
+            for (int i = 0; i < 16; ++i) pa[i] = scale_pack2<typename W::Tc>(pa[i], (i % 2) == 0 ? c1.lo : c1.hi);
+          }
+          w.store_p(0, pa);  // over K0's rope block: S0 is done with it
+          named_barrier_arrive(kMlaBarP0, kMlaComputeThreads);
+          l = {l.lo * c1.lo, l.hi * c1.hi};
+          w.scale_o(o, c1);
+          if (has1) {
+            w.zero_v_tail(1, u + 1, kv_len);  // (warpgroup 1's S1 is done with it)
+            wgmma_fence();
+            w.pv_from_smem(o, 1);  // O_L += P1 V1_L
+            wgmma_commit();
+            // Buffer 1's L and rope go back to the loader before this warpgroup may block on the
+            // next S0's refills: warpgroup 1's next S1 waits on them.
+            wgmma_wait<0>();
+            w.settle_o(o);
+            w.release(1, kGroupL);
+            w.release(1, kGroupRope);  // P1 was there
+          }
+          if (next0) bad |= w.issue_scores(sacc, 0, uses[0] & 1);
           w.wait_scores(sacc);
+          m = m1;
+        } else {
+          MlaRowPair mx{-INFINITY, -INFINITY};
+          if (has1) mx = w.tile_max(sacc, u + 1, needs_mask(u + 1), end_lo, end_hi, 1);
+          named_barrier_sync(kMlaBarM0, kMlaComputeThreads);  // warpgroup 0 published m0
+          const MlaRowPair m1 = w.max_of(MlaRowPair{w.peer_max[0], w.peer_max[1]}, mx);
+          MlaRowPair sum{0.f, 0.f};
+          if (has1) {
+            sum = w.probabilities(sacc, m1, pa);
+            w.store_p(1, pa);  // over K1's rope block: S1 is done with it
+          }
+          w.publish_max(m1, kMlaBarP1);
+          const MlaRowPair c = w.rescale(m, m1);
+          l = {l.lo * c.lo + sum.lo, l.hi * c.hi + sum.hi};
+          w.scale_o(o, c);
+          if (has1) {
+  #pragma unroll
+            for (int i = 0; i < 16; ++i) reg_fence(pa[i]);
+            w.zero_v_tail(1, u + 1, kv_len);
+            wgmma_fence();
+            w.pv_from_regs(o, pa, 1);  // O_R += P1 V1_R
+            wgmma_commit();
+          }
+          named_barrier_sync(kMlaBarP0, kMlaComputeThreads);  // warpgroup 0 stored P0 at m1
+          w.zero_v_tail(0, u, kv_len);                    // (warpgroup 0's S0 is done with it)
+          wgmma_fence();
+          w.pv_from_smem(o, 0);  // O_R += P0 V0_R
+          wgmma_commit();
+          if (has1) {
+            wgmma_wait<1>();
+            w.release(1, kGroupR);
+          }
+          wgmma_wait<0>();
+          w.settle_o(o);
+          w.release(0, kGroupR);
+          w.release(0, kGroupRope);  // P0 was there
+          if (next1) {
+            bad |= w.issue_scores(sacc, 1, uses[1] & 1);
+            w.wait_scores(sacc);
+          }
+          m = m1;
         }
-        m = m1;
       }
+
+      // Warpgroup 0 passed the last pair's P1 barrier, so both warpgroups' last S is done: fetch
+      // the next sequence's queries now, behind the epilogue (inside the pair loop the address
+      // math made the compute warpgroups spill).
+      if (wg == 0 && q_in_flight) w.load_queries(b + 1, tw, 128);
+
+      // Epilogue: the row sums are the two warpgroups' shares (both against the same final max);
+      // a corrupt page seen by either warpgroup poisons the whole sequence.
+      mla_store_sequence<T>(w, s, part, b, l, m, o, bad, ws_out, ws_lse);
     }
-
-    // Warpgroup 0 passed the last pair's P1 barrier, so both warpgroups' last S is done: fetch
-    // the next sequence's queries now, behind the epilogue (inside the pair loop the address
-    // math made the compute warpgroups spill).
-    if (wg == 0 && q_in_flight) w.load_queries(b + 1, tw, 128);
-
-    // Epilogue: the row sums are the two warpgroups' shares (both against the same final max);
-    // a corrupt page seen by either warpgroup poisons the whole sequence.
-    mla_store_sequence<T>(w, s, part, b, l, m, o, bad, ws_out, ws_lse);
   }
 #endif
 }

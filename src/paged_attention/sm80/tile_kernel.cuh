@@ -300,10 +300,10 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
       }
       mb = max(mb, gpu::shfl_xor(mb, 1));
       mb = max(mb, gpu::shfl_xor(mb, 2));
-      // (k puts it in [2^14, 2^15); an all-zero row keeps k = 0; -127: a subnormal)
-      const int k = mb == 0 ? 0 : min(14 - (int((mb >> 7) & 0xFFu) - 127), 126);
-      qmul[h] = __uint_as_float(uint32_t(127 + k) << 23);
-      s_mul_row[h] = s_mul * __uint_as_float(uint32_t(127 - k) << 23);
+      // (an all-zero row keeps k = 0)
+      const int k = mb == 0 ? 0 : f16_query_exponent(int((mb >> 7) & 0xFFu));
+      qmul[h] = exp2_of(k);
+      s_mul_row[h] = s_mul * exp2_of(-k);
     }
     __syncthreads();  // every warp has read the bf16 rows
     if (warp == 0) {

@@ -146,6 +146,20 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
   const int k_end = min(u_end, k_begin + chunk);
   const int num_tiles = k_end > k_begin ? (k_end - k_begin + KT - 1) / KT : 0;
 
+  // The first stages' page ids (threads < KT: key `tid` of each), loaded here, ahead of the queries
+  // and of every shared-memory store that needs them, so the STAGES table reads and the queries'
+  // global reads are in flight at once: the chain before the first K/V copy is kv_lens, then one
+  // round of these (it was kv_lens, the queries, then the STAGES table reads one after another,
+  // each stored before the next was issued: six dependent reads; NOTES item 52 g).
+  const int32_t* table = p.block_tables + int64_t(seq) * p.max_pages;
+  auto lookup = [&](int t) {  // page id of key `tid` of stage t (threads < KT)
+    const int j = k_begin + t * KT + tid;
+    return j < k_end ? table[j >> page_shift] : 0;
+  };
+  int first_pages[STAGES];
+#pragma unroll
+  for (int s = 0; s < STAGES; ++s) first_pages[s] = tid < KT && s < num_tiles ? lookup(s) : 0;
+
   // Queries of the tile's rows; rows past the chunk read as 0.
   const T* q = static_cast<const T*>(p.q);
   if constexpr (kRegFp8) {  // each 16 head dims permuted (see kRegFp8): through registers
@@ -180,14 +194,9 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
   const int my_chunk = tid % CPK_KV, my_key0 = tid / CPK_KV;
   const KV* k_base = static_cast<const KV*>(p.k_cache) + kv_head * p.head_stride + my_chunk * CHUNK_ELEMS;
   const KV* v_base = static_cast<const KV*>(p.v_cache) + kv_head * p.head_stride + my_chunk * CHUNK_ELEMS;
-  const int32_t* table = p.block_tables + int64_t(seq) * p.max_pages;
   const int page_mask = int(p.page_size - 1);
   int* sPages = reinterpret_cast<int*>(sRaw + STAGES * 2 * KT * D);  // [STAGES][KT]
   uint32_t* sBadKeys = reinterpret_cast<uint32_t*>(sPages + STAGES * KT);  // [kMaskSlots][2]
-  auto lookup = [&](int t) {  // page id of key `tid` of stage t (threads < KT)
-    const int j = k_begin + t * KT + tid;
-    return j < k_end ? table[j >> page_shift] : 0;
-  };
   auto bad_id = [&](int page) { return page < 0 || page >= p.num_pages; };
   // Threads < KT (whole warps): store stage t's page ids and its bad-key mask. (The range check
   // sits here, at the end of an iteration, not at the lookup: a use right after the table load
@@ -236,7 +245,7 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
 
   if (tid < KT) {
 #pragma unroll
-    for (int s = 0; s < STAGES; ++s) publish_pages(s, s < num_tiles ? lookup(s) : 0);
+    for (int s = 0; s < STAGES; ++s) publish_pages(s, first_pages[s]);
   }
   __syncthreads();
 #pragma unroll

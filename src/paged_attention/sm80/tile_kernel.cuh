@@ -148,9 +148,10 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
 
   // The first stages' page ids (threads < KT: key `tid` of each), loaded here, ahead of the queries
   // and of every shared-memory store that needs them, so the STAGES table reads and the queries'
-  // global reads are in flight at once: the chain before the first K/V copy is kv_lens, then one
-  // round of these (it was kv_lens, the queries, then the STAGES table reads one after another,
-  // each stored before the next was issued: six dependent reads; NOTES item 52 g).
+  // global reads are in flight at once: the chain before the first K/V copy is (after the block's
+  // list entry, if it has one) kv_lens, then one round of these - it was kv_lens, the queries, then
+  // the STAGES table reads one after another, each stored before the next was issued: six
+  // dependent reads (NOTES item 52 g).
   const int32_t* table = p.block_tables + int64_t(seq) * p.max_pages;
   auto lookup = [&](int t) {  // page id of key `tid` of stage t (threads < KT)
     const int j = k_begin + t * KT + tid;

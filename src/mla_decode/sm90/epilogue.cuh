@@ -55,8 +55,7 @@ __device__ __forceinline__ void mla_store_sequence(const W& w, const MlaSchedule
   w.sSum[w.wg * 256 + 2 * w.tw] = l.lo;
   w.sSum[w.wg * 256 + 2 * w.tw + 1] = l.hi;
   if (w.tw == 0) w.sBadWg[w.wg] = bad ? 1 : 0;
-  if constexpr (kAnyBarrier) named_barrier_sync_any(kMlaBarCompute, kMlaComputeThreads);
-  else named_barrier_sync(kMlaBarCompute, kMlaComputeThreads);
+  W::template meet<kAnyBarrier>();
   const float sum_lo = l.lo + w.sSum[(1 - w.wg) * 256 + 2 * w.tw];
   const float sum_hi = l.hi + w.sSum[(1 - w.wg) * 256 + 2 * w.tw + 1];
   bad = (w.sBadWg[0] | w.sBadWg[1]) != 0;

@@ -215,9 +215,6 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
   }
   __syncthreads();
 
-  // The 64-token tiles [begin, end) of sequence b this block processes.
-  auto tile_range = [&](int b, int64_t kv_len) { return mla_piece_tiles(s, part, b, mla_tiles_of(kv_len)); };
-
   if (wg == 2) {  // the loader warpgroup
     warpgroup_regs_shrink<MlaWgRegs<kTma, kFmt>::kLoader>();
     if constexpr (kTma) {
@@ -254,26 +251,24 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
     bool q_in_flight = false;  // warpgroup 0 already issued this sequence's queries (see below)
     for (int b = first_b; b <= last_b; ++b) {
       const int kv_len = mla_kv_len<kSparse>(p, b, capacity);
-      const TileSpan tiles = tile_range(b, kv_len);
+      const TileSpan tiles = mla_piece_tiles(s, part, b, mla_tiles_of(kv_len));
       w.template land_queries<false>(b, tid, q_in_flight);
       if constexpr (W::kQueriesToHalf) {  // fp8 caches, bf16 queries: the queries as half (layout.cuh)
         w.convert_queries();
         fence_proxy_async_shared();
-        named_barrier_sync(kMlaBarCompute, kMlaComputeThreads);
+        W::template meet<false>();
       }
       // Warpgroup 0 fetches the next sequence's queries before this one's epilogue (below).
       q_in_flight = tiles.begin < tiles.end && b < last_b;
       const MlaRowEnds ends = mla_row_ends<kSparse>(p, kv_len, row0, rows_per_b, w.r_lo, w.r_hi);
-      const int end_lo = ends.lo, end_hi = ends.hi;
-      auto needs_mask = [&](int u) { return ends.needs_mask(u); };
       MlaRowPair m{-INFINITY, -INFINITY};  // running max (log2 domain) at the start of a pair
       MlaRowPair l{0.f, 0.f};              // this thread's share of the running sums
       bool bad = false;                    // a page id of this warpgroup's tiles was out of range
       float o[128];
-  #pragma unroll
+#pragma unroll
       for (int i = 0; i < 128; ++i) o[i] = 0.f;
       float sacc[32];
-  #pragma unroll
+#pragma unroll
       for (int i = 0; i < 32; ++i) sacc[i] = 0.f;
 
       // Each warpgroup's first S; later ones are issued at the end of the previous pair.
@@ -290,13 +285,13 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
         if (has1) ++uses[1];
         uint32_t pa[16];  // this warpgroup's P as A fragments
         if (wg == 0) {
-          const MlaRowPair m0 = w.max_of(m, w.tile_max(sacc, u, needs_mask(u), end_lo, end_hi, 0));
+          const MlaRowPair m0 = w.max_of(m, w.tile_max(sacc, u, ends.needs_mask(u), ends.lo, ends.hi, 0));
           const MlaRowPair sum = w.probabilities(sacc, m0, pa);
           w.publish_max(m0, kMlaBarM0);
           const MlaRowPair c = w.rescale(m, m0);
           l = {l.lo * c.lo + sum.lo, l.hi * c.hi + sum.hi};
           w.scale_o(o, c);
-  #pragma unroll
+#pragma unroll
           for (int i = 0; i < 16; ++i) reg_fence(pa[i]);
           w.zero_v_tail(0, u, kv_len);
           wgmma_fence();
@@ -310,7 +305,7 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
           const MlaRowPair c1 = w.rescale(m0, m1);
           // P0 was made against m0; warpgroup 1 adds it to O_R, which is at m1.
           if (gpu::any(c1.lo != 1.f || c1.hi != 1.f)) {
-  #pragma unroll
+#pragma unroll
             for (int i = 0; i < 16; ++i) pa[i] = scale_pack2<typename W::Tc>(pa[i], (i % 2) == 0 ? c1.lo : c1.hi);
           }
           w.store_p(0, pa);  // over K0's rope block: S0 is done with it
@@ -334,7 +329,7 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
           m = m1;
         } else {
           MlaRowPair mx{-INFINITY, -INFINITY};
-          if (has1) mx = w.tile_max(sacc, u + 1, needs_mask(u + 1), end_lo, end_hi, 1);
+          if (has1) mx = w.tile_max(sacc, u + 1, ends.needs_mask(u + 1), ends.lo, ends.hi, 1);
           named_barrier_sync(kMlaBarM0, kMlaComputeThreads);  // warpgroup 0 published m0
           const MlaRowPair m1 = w.max_of(MlaRowPair{w.peer_max[0], w.peer_max[1]}, mx);
           MlaRowPair sum{0.f, 0.f};
@@ -347,7 +342,7 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
           l = {l.lo * c.lo + sum.lo, l.hi * c.hi + sum.hi};
           w.scale_o(o, c);
           if (has1) {
-  #pragma unroll
+#pragma unroll
             for (int i = 0; i < 16; ++i) reg_fence(pa[i]);
             w.zero_v_tail(1, u + 1, kv_len);
             wgmma_fence();

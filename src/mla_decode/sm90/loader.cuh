@@ -121,6 +121,7 @@ template <typename T, bool kSparse, int kFmt>
 __device__ __forceinline__ void mla_load_tiles_quantized(const MlaDecodeParams& p, int page_shift,
                                                          const MlaSchedule& s, int part, int first_b, int last_b,
                                                          int64_t capacity, const MlaWgShared& sh, int tw, int lane) {
+  static_assert(kFmt == kMlaFp8, "656-byte rows take mla_load_tiles_ds_regs");
   using S = MlaWgSmem;
   using Tc = MlaTileT<T, kFmt>;
   const int warp = tw / 32;
@@ -229,7 +230,7 @@ __device__ __forceinline__ void mla_load_tiles_quantized(const MlaDecodeParams& 
                 *reinterpret_cast<uint4*>(block + sw128_offset(r, ch + (swap ? 1 : 0))) = first;
                 *reinterpret_cast<uint4*>(block + sw128_offset(r, ch + (swap ? 0 : 1))) = second;
               }
-            } else if constexpr (kFmt == kMlaFp8) {
+            } else {  // the fp8 rope
               unsigned char* block = tile + 8 * S::kColBlockBytes;
               const uint4 raw = c < 4 ? *reinterpret_cast<const uint4*>(block + r * 128 + 64 + 16 * c)
                                       : make_uint4(0, 0, 0, 0);

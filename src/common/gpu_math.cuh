@@ -64,6 +64,11 @@ __device__ __forceinline__ Vec8 load_vec8(const T* p) {
   return v;
 }
 
+// Two bf16 values packed in a word (low half first) as floats: exact, a shift and a mask.
+__device__ __forceinline__ float2 bf16x2_to_float2(uint32_t w) {
+  return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xFFFF0000u));
+}
+
 template <typename T>
 __device__ __forceinline__ void vec8_to_float(const Vec8& v, float out[8]) {
   const T* e = reinterpret_cast<const T*>(&v.raw);
@@ -77,8 +82,9 @@ __device__ __forceinline__ void vec8_to_float<gpu_bf16>(const Vec8& v, float out
   const uint32_t w[4] = {v.raw.x, v.raw.y, v.raw.z, v.raw.w};
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    out[2 * i] = __uint_as_float(w[i] << 16);
-    out[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
+    const float2 f = bf16x2_to_float2(w[i]);
+    out[2 * i] = f.x;
+    out[2 * i + 1] = f.y;
   }
 }
 

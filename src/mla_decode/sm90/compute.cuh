@@ -300,11 +300,10 @@ struct MlaComputeWarpgroup {
   // meets the other warpgroup before the tiles' products read the queries.
   __device__ __forceinline__ void convert_queries() {
     if constexpr (kQueriesToHalf) {
-      // This thread's chunk of column block cb of row r_lo (h = 0) or r_hi; a bf16 pair as floats.
+      // This thread's chunk of column block cb of row r_lo (h = 0) or r_hi.
       auto chunk = [&](int h, int cb) {
         return reinterpret_cast<uint4*>(base + S::kQ + cb * S::kColBlockBytes + sw128_offset(h ? r_hi : r_lo, wg * 4 + lane % 4));
       };
-      auto as_floats = [](uint32_t w) { return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xFFFF0000u)); };
       float mx[2] = {0.f, 0.f};
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -314,7 +313,7 @@ struct MlaComputeWarpgroup {
           const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
           for (int i = 0; i < 4; ++i) {  // (fmaxf drops NaN: a NaN value does not set the scale)
-            const float2 x = as_floats(w4[i]);
+            const float2 x = bf16x2_to_float2(w4[i]);
             mx[h] = fmaxf(mx[h], fmaxf(fabsf(x.x), fabsf(x.y)));
           }
         }
@@ -345,7 +344,7 @@ struct MlaComputeWarpgroup {
           uint32_t o4[4];
 #pragma unroll
           for (int i = 0; i < 4; ++i) {
-            const float2 x = as_floats(w4[i]);
+            const float2 x = bf16x2_to_float2(w4[i]);
             o4[i] = pack2<gpu_half>(x.x * f[h], x.y * f[h]);
           }
           *at = make_uint4(o4[0], o4[1], o4[2], o4[3]);

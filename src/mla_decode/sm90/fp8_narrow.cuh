@@ -197,7 +197,8 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
         const uint32_t w4[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
 #pragma unroll
         for (int k = 0; k < 4; ++k) {  // (fmaxf drops NaN: a NaN does not set the scale)
-          mx = fmaxf(mx, fmaxf(fabsf(__uint_as_float(w4[k] << 16)), fabsf(__uint_as_float(w4[k] & 0xFFFF0000u))));
+          const float2 x = bf16x2_to_float2(w4[k]);
+          mx = fmaxf(mx, fmaxf(fabsf(x.x), fabsf(x.y)));
         }
       }
 #pragma unroll

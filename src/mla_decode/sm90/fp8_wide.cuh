@@ -269,8 +269,6 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
       }
       cp_async_commit();
       cp_async_wait<0>();  // (this thread's own chunks: it alone reads them back)
-      auto lo_f = [](uint32_t w) { return __uint_as_float(w << 16); };
-      auto hi_f = [](uint32_t w) { return __uint_as_float(w & 0xFFFF0000u); };
       int k = 0;
       if constexpr (!kDs) {  // (kDs: bf16 holds the queries as they are, k = 0 - a power of two there
                              // would only bring the scores' float32 sums nearer their overflow)
@@ -280,8 +278,10 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
           const uint4 v = *reinterpret_cast<const uint4*>(unit(sub + 4 * i));
           const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-          for (int kq = 0; kq < 4; ++kq)  // (fmaxf drops NaN)
-            mx = fmaxf(mx, fmaxf(fabsf(lo_f(w4[kq])), fabsf(hi_f(w4[kq]))));
+          for (int kq = 0; kq < 4; ++kq) {  // (fmaxf drops NaN)
+            const float2 x = bf16x2_to_float2(w4[kq]);
+            mx = fmaxf(mx, fmaxf(fabsf(x.x), fabsf(x.y)));
+          }
         }
         mx = fmaxf(mx, gpu::shfl_xor(mx, 1));
         mx = fmaxf(mx, gpu::shfl_xor(mx, 2));
@@ -304,13 +304,18 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
         if (kDs && ch >= 64) {  // kDs: the rope in bf16, dims in their natural order (the
                                 // cache's bf16 rope comes as A fragments by plain ldmatrix)
 #pragma unroll
-          for (int q = 0; q < 4; ++q) h[q] = pack2<gpu_bf16>(lo_f(w4[q]) * f, hi_f(w4[q]) * f);
+          for (int q = 0; q < 4; ++q) {
+            const float2 x = bf16x2_to_float2(w4[q]);
+            h[q] = pack2<gpu_bf16>(x.x * f, x.y * f);
+          }
           *reinterpret_cast<uint4*>(at) = make_uint4(h[0], h[1], h[2], h[3]);
           continue;
         }
 #pragma unroll
-        for (int q = 0; q < 4; ++q)
-          h[q] = kDs ? pack2<gpu_bf16>(lo_f(w4[q]) * f, hi_f(w4[q]) * f) : pack2<gpu_half>(lo_f(w4[q]) * f, hi_f(w4[q]) * f);
+        for (int q = 0; q < 4; ++q) {
+          const float2 x = bf16x2_to_float2(w4[q]);
+          h[q] = kDs ? pack2<gpu_bf16>(x.x * f, x.y * f) : pack2<gpu_half>(x.x * f, x.y * f);
+        }
         // Dim pair q of the half goes to word 4 (q % 2) + 2 hf + q / 2 of the group's 8 words.
         const int grp = ch / 2, hf = ch % 2;
         const int byte0 = (grp % 4) * 32 + 8 * hf;  // words 2 hf, 2 hf + 1 (and + 16 bytes: 4 + ...)

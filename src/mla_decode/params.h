@@ -60,6 +60,9 @@ struct MlaDecodeParams {
   // behind a kernel that never lets it start early gains nothing, and as the first kernel of a
   // call it measured slower per call on a paged config, NOTES item 46).
   bool dependent_attention = false;
+#if defined(JAXPAGED_MLA_TRACE)
+  uint64_t* trace = nullptr;  // the timeline probe's records (sm90/trace.cuh; tools/mla_trace.cu only)
+#endif
 };
 
 // Cache formats, as kernels' template parameters (what MlaDecodeParams' flags say).

@@ -51,6 +51,7 @@
 #include "mla_decode/sm90/layout.cuh"
 #include "mla_decode/sm90/loader.cuh"
 #include "mla_decode/sm90/tma_maps.h"
+#include "mla_decode/sm90/trace.cuh"
 
 namespace jaxpaged {
 
@@ -247,6 +248,7 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
   } else {  // the seesaw schedule (the header above)
     warpgroup_regs_grow<Regs::kCompute>();
     W w(p, sh, wg, tw, lane, rows_per_b, row0, ld_chunk);
+    MlaTrace tr(p, wg);  // (the timeline probe's marks: nothing outside tools/mla_trace.cu's build)
     int uses[2] = {0, 0};      // tiles consumed from each buffer so far (mirrors the loader)
     bool q_in_flight = false;  // warpgroup 0 already issued this sequence's queries (see below)
     for (int b = first_b; b <= last_b; ++b) {
@@ -285,22 +287,29 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
         if (has1) ++uses[1];
         uint32_t pa[16];  // this warpgroup's P as A fragments
         if (wg == 0) {
+          tr(1);
           const MlaRowPair m0 = w.max_of(m, w.tile_max(sacc, u, ends.needs_mask(u), ends.lo, ends.hi, 0));
           const MlaRowPair sum = w.probabilities(sacc, m0, pa);
           w.publish_max(m0, kMlaBarM0);
+          tr(2);
           const MlaRowPair c = w.rescale(m, m0);
           l = {l.lo * c.lo + sum.lo, l.hi * c.hi + sum.hi};
           w.scale_o(o, c);
 #pragma unroll
           for (int i = 0; i < 16; ++i) reg_fence(pa[i]);
           w.zero_v_tail(0, u, kv_len);
+          tr(11);
           wgmma_fence();
+          tr(12);
           w.pv_from_regs(o, pa, 0);  // O_L += P0 V0_L
           wgmma_commit();
+          tr(3);
           wgmma_wait<0>();
           w.settle_o(o);
+          tr(4);
           w.release(0, kGroupL);
           named_barrier_sync(kMlaBarP1, kMlaComputeThreads);  // warpgroup 1 published m1 and P1
+          tr(5);
           const MlaRowPair m1{w.peer_max[0], w.peer_max[1]};
           const MlaRowPair c1 = w.rescale(m0, m1);
           // P0 was made against m0; warpgroup 1 adds it to O_R, which is at m1.
@@ -308,8 +317,10 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
 #pragma unroll
             for (int i = 0; i < 16; ++i) pa[i] = scale_pack2<typename W::Tc>(pa[i], (i % 2) == 0 ? c1.lo : c1.hi);
           }
+          tr(13);
           w.store_p(0, pa);  // over K0's rope block: S0 is done with it
           named_barrier_arrive(kMlaBarP0, kMlaComputeThreads);
+          tr(6);
           l = {l.lo * c1.lo, l.hi * c1.hi};
           w.scale_o(o, c1);
           if (has1) {
@@ -317,20 +328,27 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
             wgmma_fence();
             w.pv_from_smem(o, 1);  // O_L += P1 V1_L
             wgmma_commit();
+            tr(7);
             // Buffer 1's L and rope go back to the loader before this warpgroup may block on the
             // next S0's refills: warpgroup 1's next S1 waits on them.
             wgmma_wait<0>();
             w.settle_o(o);
+            tr(8);
             w.release(1, kGroupL);
             w.release(1, kGroupRope);  // P1 was there
           }
           if (next0) bad |= w.issue_scores(sacc, 0, uses[0] & 1);
+          tr(9);
           w.wait_scores(sacc);
+          tr(10);
           m = m1;
         } else {
+          tr(21);
           MlaRowPair mx{-INFINITY, -INFINITY};
           if (has1) mx = w.tile_max(sacc, u + 1, ends.needs_mask(u + 1), ends.lo, ends.hi, 1);
+          tr(22);
           named_barrier_sync(kMlaBarM0, kMlaComputeThreads);  // warpgroup 0 published m0
+          tr(23);
           const MlaRowPair m1 = w.max_of(MlaRowPair{w.peer_max[0], w.peer_max[1]}, mx);
           MlaRowPair sum{0.f, 0.f};
           if (has1) {
@@ -338,6 +356,7 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
             w.store_p(1, pa);  // over K1's rope block: S1 is done with it
           }
           w.publish_max(m1, kMlaBarP1);
+          tr(24);
           const MlaRowPair c = w.rescale(m, m1);
           l = {l.lo * c.lo + sum.lo, l.hi * c.hi + sum.hi};
           w.scale_o(o, c);
@@ -349,22 +368,30 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
             w.pv_from_regs(o, pa, 1);  // O_R += P1 V1_R
             wgmma_commit();
           }
+          tr(25);
           named_barrier_sync(kMlaBarP0, kMlaComputeThreads);  // warpgroup 0 stored P0 at m1
+          tr(26);
           w.zero_v_tail(0, u, kv_len);                    // (warpgroup 0's S0 is done with it)
           wgmma_fence();
+          tr(32);
           w.pv_from_smem(o, 0);  // O_R += P0 V0_R
           wgmma_commit();
+          tr(27);
           if (has1) {
             wgmma_wait<1>();
+            tr(28);
             w.release(1, kGroupR);
           }
           wgmma_wait<0>();
           w.settle_o(o);
+          tr(29);
           w.release(0, kGroupR);
           w.release(0, kGroupRope);  // P0 was there
           if (next1) {
             bad |= w.issue_scores(sacc, 1, uses[1] & 1);
+            tr(30);
             w.wait_scores(sacc);
+            tr(31);
           }
           m = m1;
         }

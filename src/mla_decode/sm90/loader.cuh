@@ -15,6 +15,7 @@
 #include "mla_decode/partition_schedule.cuh"
 #include "mla_decode/sm90/layout.cuh"
 #include "mla_decode/sm90/tma_maps.h"
+#include "mla_decode/sm90/trace.cuh"
 
 namespace jaxpaged {
 
@@ -54,6 +55,7 @@ __device__ __forceinline__ void mla_load_tiles_tma(const MlaDecodeParams& p, int
   auto tile_range = [&](int b, int64_t kv_len) { return mla_piece_tiles(s, part, b, mla_tiles_of(kv_len)); };
   tma_prefetch_map(&maps.ckv);
   tma_prefetch_map(&maps.kpe);
+  MlaTrace tr(p, 2);
   int uses0 = 0, uses1 = 0;  // tiles loaded into each buffer so far (all sequences)
   for (int b = first_b; b <= last_b; ++b) {
     const int kv_len = int(clamp_kv_len(p.kv_lens[b], capacity));
@@ -79,6 +81,7 @@ __device__ __forceinline__ void mla_load_tiles_tma(const MlaDecodeParams& p, int
         unsigned char* tile = base + S::kTile0 + buf * S::kTileBytes;
         uint64_t* bar = &full[buf * kGroups + g];
         mbar_wait(&empty[buf * kGroups + g], buf ? parity1 : parity0);
+        tr(40 + step);
         if (mla_refill_order(step) == 0) sBadPage[buf * 4] = mla_entry_ok<false>(p, page, 0) ? 0 : 1;
         const int slot = (t * kMlaWgKeys) & int(p.page_size - 1);
         if (g == kGroupRope) {

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Session 32 (NOTES item 53), one call (carry .whl): the TMA loader's L2 prefetch of the pair after
+# the next (JAXPAGED_MLA_L2_PREFETCH, default on): the timeline probe with it off and on, the MLA
+# GPU tests with it on, then 2 rounds of per call + per layer, off / on alternating.
+set -uo pipefail
+OUT=${OUT:-/tmp/jaxpaged-out}
+mkdir -p "$OUT"
+REPO=$(pwd)
+# (the prefetch was not kept: it is bench/experiments/2026-11-26_mla_l2_prefetch.patch now)
+patch -p1 --quiet < bench/experiments/2026-11-26_mla_l2_prefetch.patch || { echo "PATCH FAILED"; exit 1; }
+export JAXPAGED_CUDA_ARCHS=90a PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-deps --no-index --target /tmp/site .whl/*.whl > /tmp/wheels.log 2>&1
+INC=$(python3 -c "import jax.ffi; print(jax.ffi.include_dir())")
+( cmake -S . -B /tmp/trace -G Ninja -DJAXPAGED_CUDA=ON -DJAXPAGED_MLA_TRACE_DRIVER=ON -DJAXPAGED_CUDA_ARCHS=90a \
+    > "$OUT/trace_build.log" 2>&1 && ninja -C /tmp/trace jaxpaged_mla_trace >> "$OUT/trace_build.log" 2>&1 ) &
+python3 -m pip install --no-build-isolation --no-deps . > /tmp/build.log 2>&1 || { tail -20 /tmp/build.log; exit 1; }
+wait
+for v in 0 1; do
+  JAXPAGED_MLA_L2_PREFETCH=$v /tmp/trace/jaxpaged_mla_trace /tmp/tr_$v.bin 128 64 4096 > /dev/null &&
+    python3 tools/mla_trace_report.py /tmp/tr_$v.bin > "$OUT/trace_pf$v.txt" 2>&1
+  head -1 "$OUT/trace_pf$v.txt"
+done
+cd /tmp
+export PYTHONPATH=/tmp/site XLA_PYTHON_CLIENT_PREALLOCATE=false
+timeout 240 python3 -m pytest -q -x -n 8 "$REPO/tests/test_mla_decode.py" "$REPO/tests/test_plan.py" > "$OUT/tests.log" 2>&1
+tail -2 "$OUT/tests.log"
+CFGS=${CFGS:-"mla_h128_b64_ctx4k mla_h128_b128_ctx8k mla_h64_b128_ctx4k mla_h16_b128_ctx4k_page64 mla_h128_b4_ctx4k mla_h128_sq2_causal_b64_ctx4k"}
+for r in 1 2; do
+  for v in 0 1; do
+    echo "== JAXPAGED_MLA_L2_PREFETCH=$v round $r" | tee -a "$OUT/ab.log"
+    JAXPAGED_MLA_L2_PREFETCH=$v timeout 200 python3 "$REPO/bench/bench.py" --ours-only --ours-step --out "/tmp/pf_${v}_$r" \
+      --only $CFGS 2>&1 | grep -E "^mla" | tee -a "$OUT/ab.log"
+  done
+done

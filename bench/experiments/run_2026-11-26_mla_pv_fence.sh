@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Session 32 (NOTES item 53), one call (carry .whl and abtmp): HEAD (abtmp/base) against
+# v1 = warpgroup 1's P1 V1_R from shared memory (2026-11-26_mla_pv1r_from_smem.patch) and
+# v12 = v1 + warpgroup 0's P0 hand-off pinned ahead of the O_L rescale (+ 2026-11-26_mla_p0_handoff_first.patch):
+# the timeline probe of v12, then ROUNDS (1) of per call + per layer.
+set -uo pipefail
+OUT=${OUT:-/tmp/jaxpaged-out}
+mkdir -p "$OUT"
+REPO=$(pwd)
+start=$(date +%s)
+E=bench/experiments
+bash bench/ab.sh 0 base=abtmp/base v1=patch:$E/2026-11-26_mla_pv1r_from_smem.patch \
+  v12=patch:$E/2026-11-26_mla_pv1r_from_smem.patch+$E/2026-11-26_mla_p0_handoff_first.patch > "$OUT/ab_build.log" 2>&1
+cat "$OUT/ab_build.log" | tail -3
+for v in v1 v12; do
+  cmake -S /tmp/ab_src_$v -B /tmp/trace_$v -G Ninja -DJAXPAGED_CUDA=ON -DJAXPAGED_MLA_TRACE_DRIVER=ON \
+    -DJAXPAGED_CUDA_ARCHS=90a > "$OUT/trace_build_$v.log" 2>&1 && ninja -C /tmp/trace_$v jaxpaged_mla_trace >> "$OUT/trace_build_$v.log" 2>&1 &
+done
+wait
+echo "builds: $(( $(date +%s) - start )) s"
+for v in v1 v12; do
+  /tmp/trace_$v/jaxpaged_mla_trace /tmp/tr_$v.bin 128 64 4096 > /dev/null &&
+    python3 "$REPO/tools/mla_trace_report.py" /tmp/tr_$v.bin > "$OUT/trace_$v.txt" 2>&1
+  head -1 "$OUT/trace_$v.txt"
+done
+CFGS=${CFGS:-"mla_h128_b64_ctx4k mla_h128_b128_ctx8k mla_h64_b128_ctx4k mla_h16_b128_ctx4k_page64 mla_h128_b4_ctx4k mla_h128_sq2_causal_b64_ctx4k"}
+AB_REUSE=1 bash bench/ab.sh ${ROUNDS:-1} base=abtmp/base v1=. v12=. -- --only $CFGS --ours-step > "$OUT/ab_run.log" 2>&1
+grep -E "^(==|mla)" "$OUT/ab.log"
+echo "total: $(( $(date +%s) - start )) s"

@@ -19,25 +19,10 @@
 
 #include "mla_decode/launch.h"
 #include "mla_decode/sm90/trace.cuh"
+#include "driver_buffers.h"
 
-namespace {
-
-template <typename T>
-T* to_device(const std::vector<T>& host) {
-  T* d = nullptr;
-  cudaMalloc(&d, host.size() * sizeof(T));
-  cudaMemcpy(d, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice);
-  return d;
-}
-
-std::vector<__nv_bfloat16> uniform(size_t n, std::mt19937& rng) {
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  std::vector<__nv_bfloat16> v(n);
-  for (auto& x : v) x = __float2bfloat16(u(rng));
-  return v;
-}
-
-}  // namespace
+using jaxpaged_tools::Device;
+using jaxpaged_tools::random_bf16;
 
 int main(int argc, char** argv) {
   if (argc < 2) {
@@ -52,28 +37,23 @@ int main(int argc, char** argv) {
   std::iota(table.begin(), table.end(), 0);
   std::shuffle(table.begin(), table.end(), rng);
   const size_t rows = size_t(B) * heads;
-  auto* q_nope = to_device(uniform(rows * 512, rng));
-  auto* q_pe = to_device(uniform(rows * 64, rng));
-  auto* cache = to_device(uniform(size_t(num_pages) * page * row, rng));
-  auto* lens = to_device(std::vector<int32_t>(B, kv_len));
-  auto* d_table = to_device(table);
-  __nv_bfloat16* out = nullptr;
-  float* lse = nullptr;
-  cudaMalloc(&out, rows * 512 * 2);
-  cudaMalloc(&lse, rows * 4);
+  Device<__nv_bfloat16> q_nope(random_bf16(rows * 512, rng)), q_pe(random_bf16(rows * 64, rng));
+  Device<__nv_bfloat16> cache(random_bf16(size_t(num_pages) * page * row, rng));
+  Device<int32_t> lens(std::vector<int32_t>(B, kv_len)), d_table(table);
+  Device<__nv_bfloat16> out(rows * 512);
+  Device<float> lse(rows);
   const size_t trace_words = size_t(2) * 3 * jaxpaged::kMlaTraceEvents;
-  uint64_t* trace = nullptr;
-  cudaMalloc(&trace, trace_words * 8);
+  Device<uint64_t> trace(trace_words);
 
   jaxpaged::MlaDecodeParams p{};
-  p.q_nope = q_nope;
-  p.q_pe = q_pe;
-  p.ckv = cache;
-  p.kpe = cache + 512;
-  p.kv_lens = lens;
-  p.block_tables = d_table;
-  p.out = out;
-  p.lse = lse;
+  p.q_nope = q_nope.ptr;
+  p.q_pe = q_pe.ptr;
+  p.ckv = cache.ptr;
+  p.kpe = cache.ptr + 512;
+  p.kv_lens = lens.ptr;
+  p.block_tables = d_table.ptr;
+  p.out = out.ptr;
+  p.lse = lse.ptr;
   p.batch = B;
   p.s_q = 1;
   p.num_heads = heads;
@@ -86,12 +66,11 @@ int main(int argc, char** argv) {
   p.kv_scale = 1.f;
   p.q_bf16 = true;
   const int64_t ws_floats = jaxpaged::mla_decode_workspace_bytes(p, -1) / 4;
-  float* ws = nullptr;
-  cudaMalloc(&ws, ws_floats * 4);
+  Device<float> ws(static_cast<size_t>(ws_floats));
   for (int call = 0; call < 3; ++call) {  // the last call's records are kept
-    cudaMemset(trace, 0, trace_words * 8);
-    p.trace = call == 2 ? trace : nullptr;
-    auto err = jaxpaged::run_mla_decode_gpu(p, jaxpaged::ffi::DataType::BF16, ws, ws_floats, nullptr);
+    cudaMemset(trace.ptr, 0, trace_words * 8);
+    p.trace = call == 2 ? trace.ptr : nullptr;
+    auto err = jaxpaged::run_mla_decode_gpu(p, jaxpaged::ffi::DataType::BF16, ws.ptr, ws_floats, nullptr);
     const cudaError_t sync = cudaDeviceSynchronize();
     if (!err.success() || sync != cudaSuccess) {
       std::fprintf(stderr, "call %d failed: %s\n", call, err.success() ? cudaGetErrorString(sync) : err.message().c_str());
@@ -99,7 +78,7 @@ int main(int argc, char** argv) {
     }
   }
   std::vector<uint64_t> host(trace_words);
-  cudaMemcpy(host.data(), trace, trace_words * 8, cudaMemcpyDeviceToHost);
+  cudaMemcpy(host.data(), trace.ptr, trace_words * 8, cudaMemcpyDeviceToHost);
   FILE* f = std::fopen(argv[1], "wb");
   std::fwrite(host.data(), 8, host.size(), f);
   std::fclose(f);

@@ -27,37 +27,17 @@
 
 #include "mla_decode/launch.h"
 #include "paged_attention/launch.h"
+#include "driver_buffers.h"
 
 namespace {
 
 using jaxpaged::ffi::DataType;
+using jaxpaged_tools::Device;
+using jaxpaged_tools::random_bf16;
 
 std::mt19937 rng(1234);
 
 int rand_int(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); }
-
-// A device buffer freed at scope exit.
-template <typename T>
-struct Device {
-  T* ptr = nullptr;
-  explicit Device(const std::vector<T>& host) {
-    cudaMalloc(&ptr, std::max<size_t>(host.size(), 1) * sizeof(T));
-    if (!host.empty()) cudaMemcpy(ptr, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice);
-  }
-  explicit Device(size_t n) { cudaMalloc(&ptr, std::max<size_t>(n, 1) * sizeof(T)); }
-  ~Device() { cudaFree(ptr); }
-  Device(const Device&) = delete;
-  Device& operator=(const Device&) = delete;
-};
-
-// n bfloat16 values in [-1, 1]; NaN where poison(i).
-template <typename F>
-std::vector<__nv_bfloat16> values(size_t n, F poison) {
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  std::vector<__nv_bfloat16> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = __float2bfloat16(poison(i) ? NAN : u(rng));
-  return v;
-}
 
 const int32_t kJunk[] = {2147483647, -7, 1 << 20};
 
@@ -117,8 +97,8 @@ void run_paged(const PagedCase& c) {
     const int64_t pg = int64_t(i / page_elems);
     return pool_poison && (pg == spare0 || pg == spare1);
   };
-  Device<__nv_bfloat16> q(values(size_t(T) * c.hq * c.dim, [](size_t) { return false; }));
-  Device<__nv_bfloat16> k(values(num_pages * page_elems, poisoned)), v(values(num_pages * page_elems, poisoned));
+  Device<__nv_bfloat16> q(random_bf16(size_t(T) * c.hq * c.dim, rng));
+  Device<__nv_bfloat16> k(random_bf16(num_pages * page_elems, rng, poisoned)), v(random_bf16(num_pages * page_elems, rng, poisoned));
   std::vector<uint8_t> bytes(c.fp8 ? num_pages * page_elems : 0);
   for (auto& b : bytes) b = uint8_t(rand_int(0, 255));
   Device<uint8_t> k8(bytes), v8(bytes);
@@ -227,15 +207,15 @@ void run_mla(const MlaCase& c) {
     return pg == spare0 || pg == spare1;
   };
   const size_t rows = size_t(B) * c.s_q * c.heads;
-  Device<__nv_bfloat16> q_nope(values(rows * 512, [](size_t) { return false; }));
-  Device<__nv_bfloat16> q_pe(values(rows * 64, [](size_t) { return false; }));
-  Device<__nv_bfloat16> ckv(values(c.fmt ? 0 : num_pages * page_rows * row, [&](size_t i) { return poisoned(i, row); }));
+  Device<__nv_bfloat16> q_nope(random_bf16(rows * 512, rng));
+  Device<__nv_bfloat16> q_pe(random_bf16(rows * 64, rng));
+  Device<__nv_bfloat16> ckv(random_bf16(c.fmt ? 0 : num_pages * page_rows * row, rng, [&](size_t i) { return poisoned(i, row); }));
   std::vector<uint8_t> bytes(c.fmt ? num_pages * page_rows * row : 0);
   for (auto& v : bytes) v = uint8_t(rand_int(0, 255));
   Device<uint8_t> ckv8(bytes);
   const void* cache = c.fmt ? static_cast<const void*>(ckv8.ptr) : ckv.ptr;
   const size_t elem = c.fmt ? 1 : 2;
-  Device<__nv_bfloat16> kpe(values(c.combined ? 0 : num_pages * page_rows * 64, [&](size_t i) { return poisoned(i, 64); }));
+  Device<__nv_bfloat16> kpe(random_bf16(c.combined ? 0 : num_pages * page_rows * 64, rng, [&](size_t i) { return poisoned(i, 64); }));
   Device<int32_t> d_lens(std::vector<int32_t>(c.kv_lens.begin(), c.kv_lens.end())), d_table(table);
   Device<__nv_bfloat16> out(rows * 512);
   Device<float> lse(rows);

@@ -10,14 +10,12 @@ REPO=$(pwd)
 patch -p1 --quiet < bench/experiments/2026-11-26_mla_l2_prefetch.patch || { echo "PATCH FAILED"; exit 1; }
 export JAXPAGED_CUDA_ARCHS=90a PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-index --target /tmp/site .whl/*.whl > /tmp/wheels.log 2>&1
-INC=$(python3 -c "import jax.ffi; print(jax.ffi.include_dir())")
-( cmake -S . -B /tmp/trace -G Ninja -DJAXPAGED_CUDA=ON -DJAXPAGED_MLA_TRACE_DRIVER=ON -DJAXPAGED_CUDA_ARCHS=90a \
-    > "$OUT/trace_build.log" 2>&1 && ninja -C /tmp/trace jaxpaged_mla_trace >> "$OUT/trace_build.log" 2>&1 ) &
+source bench/experiments/trace_lib.sh
+trace_build . /tmp/trace "$OUT/trace_build.log" &
 python3 -m pip install --no-build-isolation --no-deps . > /tmp/build.log 2>&1 || { tail -20 /tmp/build.log; exit 1; }
 wait
 for v in 0 1; do
-  JAXPAGED_MLA_L2_PREFETCH=$v /tmp/trace/jaxpaged_mla_trace /tmp/tr_$v.bin 128 64 4096 > /dev/null &&
-    python3 tools/mla_trace_report.py /tmp/tr_$v.bin > "$OUT/trace_pf$v.txt" 2>&1
+  JAXPAGED_MLA_L2_PREFETCH=$v trace_report /tmp/trace /tmp/tr_$v.bin "$OUT/trace_pf$v.txt"
   head -1 "$OUT/trace_pf$v.txt"
 done
 cd /tmp

@@ -12,13 +12,12 @@ REPO=$(pwd)
 start=$(date +%s)
 python3 -m pip install -q --no-deps --no-index --target /tmp/site .whl/*.whl > /tmp/wheels.log 2>&1
 export XLA_PYTHON_CLIENT_PREALLOCATE=false
-( cmake -S . -B /tmp/trace -G Ninja -DJAXPAGED_CUDA=ON -DJAXPAGED_MLA_TRACE_DRIVER=ON -DJAXPAGED_CUDA_ARCHS=90a \
-    > "$OUT/trace_build.log" 2>&1 && nice ninja -C /tmp/trace jaxpaged_mla_trace >> "$OUT/trace_build.log" 2>&1 ) &
+source bench/experiments/trace_lib.sh
+trace_build . /tmp/trace "$OUT/trace_build.log" &
 bash bench/ab.sh 0 base=abtmp/base new=. > "$OUT/ab_build.log" 2>&1
 wait
 echo "builds: $(( $(date +%s) - start )) s"
-/tmp/trace/jaxpaged_mla_trace /tmp/tr.bin 128 64 4096 > /dev/null &&
-  python3 "$REPO/tools/mla_trace_report.py" /tmp/tr.bin > "$OUT/trace_new.txt" 2>&1
+trace_report /tmp/trace /tmp/tr.bin "$OUT/trace_new.txt"
 head -1 "$OUT/trace_new.txt"
 CFGS=${CFGS:-"mla_h128_b64_ctx4k mla_h128_b128_ctx8k mla_h64_b128_ctx4k mla_h16_b128_ctx4k_page64 mla_h128_b4_ctx4k mla_h128_sq2_causal_b64_ctx4k"}
 AB_REUSE=1 bash bench/ab.sh ${ROUNDS:-1} base=abtmp/base new=. -- --only $CFGS --ours-step > "$OUT/ab_run.log" 2>&1

@@ -6,21 +6,19 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/jaxpaged-out}
 mkdir -p "$OUT"
-REPO=$(pwd)
 start=$(date +%s)
 E=bench/experiments
+source $E/trace_lib.sh
 bash bench/ab.sh 0 base=abtmp/base v1=patch:$E/2026-11-26_mla_pv1r_from_smem.patch \
   v12=patch:$E/2026-11-26_mla_pv1r_from_smem.patch+$E/2026-11-26_mla_p0_handoff_first.patch > "$OUT/ab_build.log" 2>&1
 cat "$OUT/ab_build.log" | tail -3
 for v in v1 v12; do
-  cmake -S /tmp/ab_src_$v -B /tmp/trace_$v -G Ninja -DJAXPAGED_CUDA=ON -DJAXPAGED_MLA_TRACE_DRIVER=ON \
-    -DJAXPAGED_CUDA_ARCHS=90a > "$OUT/trace_build_$v.log" 2>&1 && ninja -C /tmp/trace_$v jaxpaged_mla_trace >> "$OUT/trace_build_$v.log" 2>&1 &
+  trace_build /tmp/ab_src_$v /tmp/trace_$v "$OUT/trace_build_$v.log" &
 done
 wait
 echo "builds: $(( $(date +%s) - start )) s"
 for v in v1 v12; do
-  /tmp/trace_$v/jaxpaged_mla_trace /tmp/tr_$v.bin 128 64 4096 > /dev/null &&
-    python3 "$REPO/tools/mla_trace_report.py" /tmp/tr_$v.bin > "$OUT/trace_$v.txt" 2>&1
+  trace_report /tmp/trace_$v /tmp/tr_$v.bin "$OUT/trace_$v.txt"
   head -1 "$OUT/trace_$v.txt"
 done
 CFGS=${CFGS:-"mla_h128_b64_ctx4k mla_h128_b128_ctx8k mla_h64_b128_ctx4k mla_h16_b128_ctx4k_page64 mla_h128_b4_ctx4k mla_h128_sq2_causal_b64_ctx4k"}

@@ -6,12 +6,10 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/jaxpaged-out}
 mkdir -p "$OUT"
-INC=$(python3 -c "import jax.ffi; print(jax.ffi.include_dir())")
-cmake -S . -B /tmp/trace -G Ninja -DJAXPAGED_CUDA=ON -DJAXPAGED_MLA_TRACE_DRIVER=ON -DJAXPAGED_CUDA_ARCHS=90a \
-  -DXLA_FFI_INCLUDE_DIR="$INC" > "$OUT/trace_build.log" 2>&1 &&
-  ninja -C /tmp/trace jaxpaged_mla_trace >> "$OUT/trace_build.log" 2>&1 || { tail -30 "$OUT/trace_build.log"; exit 1; }
+source bench/experiments/trace_lib.sh
+trace_build . /tmp/trace "$OUT/trace_build.log" || { tail -30 "$OUT/trace_build.log"; exit 1; }
 for shape in 128,64,4096 ${TRACE_SHAPES:-}; do
   set -- ${shape//,/ }
-  /tmp/trace/jaxpaged_mla_trace "$OUT/trace_h$1_b$2_l$3.bin" $1 $2 $3 &&
-    python3 tools/mla_trace_report.py "$OUT/trace_h$1_b$2_l$3.bin" | tee "$OUT/trace_h$1_b$2_l$3.txt"
+  trace_report /tmp/trace "$OUT/trace_h$1_b$2_l$3.bin" "$OUT/trace_h$1_b$2_l$3.txt" $1 $2 $3
+  cat "$OUT/trace_h$1_b$2_l$3.txt"
 done

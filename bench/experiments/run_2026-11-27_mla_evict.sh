@@ -15,19 +15,18 @@ mkdir -p "$OUT"
 REPO=$(pwd)
 start=$(date +%s)
 E=bench/experiments
+source $E/trace_lib.sh
 python3 -m pip install -q --no-deps --no-index --target /tmp/site .whl/*.whl > /tmp/wheels.log 2>&1
 OUT=/tmp/about bash bench/ab.sh 0 base=abtmp/base ef=patch:$E/2026-11-26_mla_tma_evict_first.patch \
   el=patch:$E/2026-11-26_mla_tma_evict_last.patch > /tmp/ab_build.log 2>&1
 tail -2 /tmp/ab_build.log
 for v in ef el; do
-  ( cmake -S /tmp/ab_src_$v -B /tmp/trace_$v -G Ninja -DJAXPAGED_CUDA=ON -DJAXPAGED_MLA_TRACE_DRIVER=ON \
-    -DJAXPAGED_CUDA_ARCHS=90a > /tmp/trace_build_$v.log 2>&1 && ninja -C /tmp/trace_$v jaxpaged_mla_trace >> /tmp/trace_build_$v.log 2>&1 ) &
+  trace_build /tmp/ab_src_$v /tmp/trace_$v /tmp/trace_build_$v.log &
 done
 wait
 echo "builds: $(( $(date +%s) - start )) s"
 for v in ef el; do
-  /tmp/trace_$v/jaxpaged_mla_trace /tmp/tr_$v.bin 128 64 4096 > /dev/null &&
-    python3 "$REPO/tools/mla_trace_report.py" /tmp/tr_$v.bin > "$OUT/trace_$v.txt" 2>&1
+  trace_report /tmp/trace_$v /tmp/tr_$v.bin "$OUT/trace_$v.txt"
   head -1 "$OUT/trace_$v.txt"
 done
 cd /tmp

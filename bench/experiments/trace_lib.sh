@@ -1,0 +1,19 @@
+# Sourced by the run scripts that use the MLA kernel's timeline probe (tools/mla_trace.cu,
+# tools/mla_trace_report.py; NOTES item 53).
+TRACE_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+
+# trace_build SRC_TREE BUILD_DIR LOG: the probe of that source tree (sm_90a), built in BUILD_DIR.
+trace_build() {
+  cmake -S "$1" -B "$2" -G Ninja -DJAXPAGED_CUDA=ON -DJAXPAGED_MLA_TRACE_DRIVER=ON -DJAXPAGED_CUDA_ARCHS=90a \
+    > "$3" 2>&1 && ninja -C "$2" jaxpaged_mla_trace >> "$3" 2>&1
+}
+
+# trace_report BUILD_DIR RECORDS REPORT [HEADS BATCH KV_LEN]: one traced call of that shape (default
+# Hq 128, B 64, 4096 keys), its records in RECORDS and their per-pair medians in REPORT.
+trace_report() {
+  local dir=$1 records=$2 report=$3
+  shift 3
+  [[ $# -eq 0 ]] && set -- 128 64 4096
+  "$dir/jaxpaged_mla_trace" "$records" "$@" > /dev/null &&
+    python3 "$TRACE_REPO/tools/mla_trace_report.py" "$records" > "$report" 2>&1
+}

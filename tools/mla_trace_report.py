@@ -9,7 +9,6 @@ import sys
 
 import numpy as np
 
-EVENTS = 2048
 NAMES = {
     1: "WG0 pair start (S0 done)", 2: "WG0 softmax0 done, m0 published", 3: "WG0 P0V0_L issued",
     4: "WG0 P0V0_L done", 5: "WG0 P1 barrier passed", 6: "WG0 P0 stored (arrive)",
@@ -37,7 +36,7 @@ def pairs(recs, start_id):
 
 
 def main(path):
-    raw = np.fromfile(path, dtype=np.uint64).reshape(2, 3, EVENTS)
+    raw = np.fromfile(path, dtype=np.uint64).reshape(2, 3, -1)  # [block][role][record] (trace.cuh)
     for blk in range(2):
         roles = []
         for r in range(3):
@@ -55,15 +54,12 @@ def main(path):
         print(f"block {blk}: {len(p0)} pairs (WG0), {len(p1)} (WG1), {len(ld)} loader iterations; "
               f"median pair period {period:.0f} cycles ({period / 2:.0f} a tile); first to last pair start "
               f"{starts[n - 1] - starts[0]} cycles")
-        rows = []
+        by = {}  # event id -> its offsets from WG0's pair start, over the steady pairs
         for k in steady:
             for src, shift in ((p0, 0), (p1, 0), (ld, 1)):
                 if k + shift < len(src):
                     for i, t in src[k + shift].items():
-                        rows.append((i, t - starts[k]))
-        by = {}
-        for i, d in rows:
-            by.setdefault(i, []).append(d)
+                        by.setdefault(i, []).append(t - starts[k])
         for i in sorted(by, key=lambda i: statistics.median(by[i])):
             v = by[i]
             print(f"  {statistics.median(v):7.0f}  (p10 {np.percentile(v, 10):7.0f}, p90 {np.percentile(v, 90):7.0f})  "

@@ -6,7 +6,9 @@
 //
 //   cmake -S . -B build/trace -G Ninja -DJAXPAGED_CUDA=ON -DJAXPAGED_MLA_TRACE_DRIVER=ON -DJAXPAGED_CUDA_ARCHS=90a
 //   ninja -C build/trace jaxpaged_mla_trace
-//   build/trace/jaxpaged_mla_trace trace.bin [heads batch kv_len]
+//   build/trace/jaxpaged_mla_trace trace.bin [heads batch kv_len [pool_pages]]
+// pool_pages (default: every page its own): the block table names only that many distinct pages
+// (e.g. 128 = 9 MB, resident in L2), so the same shape runs with its tiles served from L2.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -26,7 +28,7 @@ using jaxpaged_tools::random_bf16;
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s OUT.bin [heads batch kv_len]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s OUT.bin [heads batch kv_len [pool_pages]]\n", argv[0]);
     return 2;
   }
   const int heads = argc > 2 ? std::atoi(argv[2]) : 128, B = argc > 3 ? std::atoi(argv[3]) : 64;
@@ -36,6 +38,8 @@ int main(int argc, char** argv) {
   std::vector<int32_t> table(num_pages);
   std::iota(table.begin(), table.end(), 0);
   std::shuffle(table.begin(), table.end(), rng);
+  const int pool = argc > 5 ? std::max(1, std::min(std::atoi(argv[5]), num_pages)) : num_pages;
+  for (int i = 0; i < num_pages; ++i) table[i] %= pool;  // (pages >= pool never read)
   const size_t rows = size_t(B) * heads;
   Device<__nv_bfloat16> q_nope(random_bf16(rows * 512, rng)), q_pe(random_bf16(rows * 64, rng));
   Device<__nv_bfloat16> cache(random_bf16(size_t(num_pages) * page * row, rng));
@@ -82,7 +86,7 @@ int main(int argc, char** argv) {
   FILE* f = std::fopen(argv[1], "wb");
   std::fwrite(host.data(), 8, host.size(), f);
   std::fclose(f);
-  std::printf("heads %d batch %d kv_len %d: %zu records written to %s\n", heads, B, kv_len,
+  std::printf("heads %d batch %d kv_len %d pool %d pages: %zu records written to %s\n", heads, B, kv_len, pool,
               size_t(std::count_if(host.begin(), host.end(), [](uint64_t w) { return w != 0; })), argv[1]);
   return 0;
 }

@@ -3,7 +3,7 @@ averaged over the last calls of a back-to-back burst, to see what a call's time 
 schedule, the attention kernel, the merge, launch gaps). Uses torch.profiler (CUPTI records every
 kernel of the process, JAX's included), so it needs torch on the GPU machine.
 
-    python3 tools/call_timeline.py mla_fp8_h16_b128_ctx4k [--plan] [--calls 40]
+    python3 tools/call_timeline.py mla_fp8_h16_b128_ctx4k [--plan] [--calls 40] [--flashmla] [--pool 128]
 
 Prints one line per kernel (or memcpy / memset) position in a call: name, mean duration (us), mean
 gap before it (us), then the mean span of a call (first kernel start to the next call's first
@@ -12,11 +12,15 @@ kernel start). Session 25 measured with it where an MLA call's time goes (NOTES 
 
 import argparse
 import collections
+import math
 import sys
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 
 sys.path.insert(0, __file__.rsplit("/", 2)[0] + "/bench")
+import peers  # noqa: E402
 import profile_one  # noqa: E402
 
 
@@ -25,55 +29,74 @@ def main():
     parser.add_argument("configs", nargs="+")
     parser.add_argument("--plan", action="store_true")
     parser.add_argument("--calls", type=int, default=40)
+    parser.add_argument("--flashmla", action="store_true", help="then FlashMLA's calls on the same inputs")
+    parser.add_argument("--pool", type=int, default=0,
+                        help="dense MLA: fold the block table onto this many pages (tiles from L2)")
     args = parser.parse_args()
     import torch
     from torch.profiler import ProfilerActivity, profile
 
     for name in args.configs:
-        fn, operands, _ = profile_one.op_and_args(name, args.plan)
-        for _ in range(5):
-            jax.block_until_ready(fn(*operands))
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            outs = [fn(*operands) for _ in range(args.calls)]
-            jax.block_until_ready(outs)
-            torch.cuda.synchronize()
-        events = sorted((e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA),
-                        key=lambda e: e.time_range.start)
-        # (memcpy / memset activity too: anything XLA puts between the kernels shows as its own line)
-        kernels = list(events)
-        if not kernels:
-            print(name, ": no GPU events recorded")
-            continue
-        # A call starts with the first kernel's name seen (the schedule, or the attention kernel).
-        first = kernels[0].name
-        calls, cur = [], []
-        for e in kernels:
-            if e.name == first and cur:
-                calls.append(cur)
-                cur = []
-            cur.append(e)
-        calls.append(cur)
-        calls = calls[len(calls) // 2:-1]  # steady state; the last has no next call
-        dur, gap, names = collections.defaultdict(list), collections.defaultdict(list), {}
-        spans = []
-        for i, c in enumerate(calls):
-            prev_end = None
-            for k, e in enumerate(c):
-                names[k] = e.name
-                dur[k].append(e.time_range.elapsed_us())
-                if prev_end is not None:
-                    gap[k].append(e.time_range.start - prev_end)
-                prev_end = e.time_range.end
-            nxt = calls[i + 1][0] if i + 1 < len(calls) else None
-            if nxt is not None:
-                spans.append(nxt.time_range.start - c[0].time_range.start)
-                gap[len(c)].append(nxt.time_range.start - prev_end)
-        mean = lambda xs: sum(xs) / len(xs) if xs else float("nan")  # noqa: E731
-        print(f"== {name}{' (plan)' if args.plan else ''}: {len(calls)} calls")
-        for k in sorted(names):
-            print(f"  {names[k][:70]:70s} {mean(dur[k]):8.1f} us  (gap before {mean(gap[k]):5.1f})")
-        print(f"  gap to the next call {mean(gap[max(names) + 1]):5.1f} us; call span {mean(spans):8.1f} us")
+        fn, operands, cfg = profile_one.op_and_args(name, args.plan)
+        if args.pool:  # the block table folded onto `pool` pages (dense MLA: operands end with it)
+            i = 5
+            operands = (*operands[:i], jnp.asarray(np.asarray(operands[i]) % args.pool, operands[i].dtype),
+                        *operands[i + 1:])
+        label = f"{name}{' (plan)' if args.plan else ''}{f' pool {args.pool}' if args.pool else ''}"
+        run = lambda n: jax.block_until_ready([fn(*operands) for _ in range(n)])  # noqa: E731
+        report(label, run, args.calls, torch, profile, ProfilerActivity)
+        if args.flashmla:
+            call, t_qs = peers.flashmla_call(cfg, operands[:6], 1.0 / math.sqrt(192.0))
+            if call is None:
+                print(f"== {label} FlashMLA not run: {t_qs}")
+                continue
+            run = lambda n: [call(t_qs[i % len(t_qs)]) for i in range(n)]  # noqa: E731
+            report(label + " FlashMLA", run, args.calls, torch, profile, ProfilerActivity)
 
+
+def report(label, run, n_calls, torch, profile, ProfilerActivity):
+    """Runs a warm-up, then n_calls calls under the profiler; prints the mean per-kernel timeline."""
+    run(5)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        run(n_calls)
+        torch.cuda.synchronize()
+    events = sorted((e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA),
+                    key=lambda e: e.time_range.start)
+    # (memcpy / memset activity too: anything XLA puts between the kernels shows as its own line)
+    kernels = list(events)
+    if not kernels:
+        print(label, ": no GPU events recorded")
+        return
+    # A call starts with the first kernel's name seen (the schedule, or the attention kernel).
+    first = kernels[0].name
+    calls, cur = [], []
+    for e in kernels:
+        if e.name == first and cur:
+            calls.append(cur)
+            cur = []
+        cur.append(e)
+    calls.append(cur)
+    calls = calls[len(calls) // 2:-1]  # steady state; the last has no next call
+    dur, gap, names = collections.defaultdict(list), collections.defaultdict(list), {}
+    spans = []
+    for i, c in enumerate(calls):
+        prev_end = None
+        for k, e in enumerate(c):
+            names[k] = e.name
+            dur[k].append(e.time_range.elapsed_us())
+            if prev_end is not None:
+                gap[k].append(e.time_range.start - prev_end)
+            prev_end = e.time_range.end
+        nxt = calls[i + 1][0] if i + 1 < len(calls) else None
+        if nxt is not None:
+            spans.append(nxt.time_range.start - c[0].time_range.start)
+            gap[len(c)].append(nxt.time_range.start - prev_end)
+    mean = lambda xs: sum(xs) / len(xs) if xs else float("nan")  # noqa: E731
+    print(f"== {label}: {len(calls)} calls")
+    for k in sorted(names):
+        print(f"  {names[k][:70]:70s} {mean(dur[k]):8.1f} us  (gap before {mean(gap[k]):5.1f})")
+    print(f"  gap to the next call {mean(gap[max(names) + 1]):5.1f} us; call span {mean(spans):8.1f} us")
 
 if __name__ == "__main__":
     main()

@@ -71,11 +71,18 @@ int main(int argc, char** argv) {
   p.q_bf16 = true;
   const int64_t ws_floats = jaxpaged::mla_decode_workspace_bytes(p, -1) / 4;
   Device<float> ws(static_cast<size_t>(ws_floats));
+  cudaEvent_t ev[2];
+  cudaEventCreate(&ev[0]);
+  cudaEventCreate(&ev[1]);
+  float last_ms = 0.f;
   for (int call = 0; call < 3; ++call) {  // the last call's records are kept
     cudaMemset(trace.ptr, 0, trace_words * 8);
     p.trace = call == 2 ? trace.ptr : nullptr;
+    cudaEventRecord(ev[0]);
     auto err = jaxpaged::run_mla_decode_gpu(p, jaxpaged::ffi::DataType::BF16, ws.ptr, ws_floats, nullptr);
+    cudaEventRecord(ev[1]);
     const cudaError_t sync = cudaDeviceSynchronize();
+    cudaEventElapsedTime(&last_ms, ev[0], ev[1]);
     if (!err.success() || sync != cudaSuccess) {
       std::fprintf(stderr, "call %d failed: %s\n", call, err.success() ? cudaGetErrorString(sync) : err.message().c_str());
       return 1;
@@ -86,7 +93,8 @@ int main(int argc, char** argv) {
   FILE* f = std::fopen(argv[1], "wb");
   std::fwrite(host.data(), 8, host.size(), f);
   std::fclose(f);
-  std::printf("heads %d batch %d kv_len %d pool %d pages: %zu records written to %s\n", heads, B, kv_len, pool,
+  std::printf("heads %d batch %d kv_len %d pool %d pages: traced call %.1f us; %zu records written to %s\n", heads, B,
+              kv_len, pool, 1e3 * last_ms,
               size_t(std::count_if(host.begin(), host.end(), [](uint64_t w) { return w != 0; })), argv[1]);
   return 0;
 }

@@ -21,7 +21,11 @@ NAMES = {
     30: "WG1 next S1 issued (buf1 landed)", 31: "WG1 next S1 done", 32: "WG1 P0V0_R's fence passed",
     40: "LD next pair: buf0 L refill", 41: "LD next pair: buf1 R refill", 42: "LD next pair: buf0 R refill",
     43: "LD next pair: buf0 rope refill", 44: "LD next pair: buf1 L refill", 45: "LD next pair: buf1 rope refill",
+    50: "WG0 start", 51: "WG0 sequence start", 52: "WG0 queries landed", 53: "WG0 epilogue start",
+    54: "WG0 sequence stored",
 }
+
+SEQ_MARKS = {50: "start", 51: "seq", 52: "queries in", 53: "epilogue", 54: "stored", 1: "pair"}
 
 
 def pairs(recs, start_id):
@@ -54,6 +58,11 @@ def main(path):
         print(f"block {blk}: {len(p0)} pairs (WG0), {len(p1)} (WG1), {len(ld)} loader iterations; "
               f"median pair period {period:.0f} cycles ({period / 2:.0f} a tile); first to last pair start "
               f"{starts[n - 1] - starts[0]} cycles")
+        if any(i >= 50 for i, _ in roles[0]):  # the sequence marks (kernel.cuh: 50-54), in order
+            t0 = next(t for i, t in roles[0] if i == 50)
+            marks = [(i, t - t0) for i, t in roles[0] if i >= 50] + [(1, starts[0] - t0), (1, starts[n - 1] - t0)]
+            print("  WG0 from its start: " + ", ".join(f"{SEQ_MARKS.get(i, i)} {t}" for i, t in sorted(marks, key=lambda x: x[1]))
+                  + f"; last record {roles[0][-1][1] - t0}")
         by = {}  # event id -> its offsets from WG0's pair start, over the steady pairs
         for k in steady:
             for src, shift in ((p0, 0), (p1, 0), (ld, 1)):

@@ -249,12 +249,15 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
     warpgroup_regs_grow<Regs::kCompute>();
     W w(p, sh, wg, tw, lane, rows_per_b, row0, ld_chunk);
     MlaTrace tr(p, wg);  // (the timeline probe's marks: nothing outside tools/mla_trace.cu's build)
+    tr(50);
     int uses[2] = {0, 0};      // tiles consumed from each buffer so far (mirrors the loader)
     bool q_in_flight = false;  // warpgroup 0 already issued this sequence's queries (see below)
     for (int b = first_b; b <= last_b; ++b) {
       const int kv_len = mla_kv_len<kSparse>(p, b, capacity);
       const TileSpan tiles = mla_piece_tiles(s, part, b, mla_tiles_of(kv_len));
+      tr(51);
       w.template land_queries<false>(b, tid, q_in_flight);
+      tr(52);
       if constexpr (W::kQueriesToHalf) {  // fp8 caches, bf16 queries: the queries as half (layout.cuh)
         w.convert_queries();
         fence_proxy_async_shared();
@@ -404,7 +407,9 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
 
       // Epilogue: the row sums are the two warpgroups' shares (both against the same final max);
       // a corrupt page seen by either warpgroup poisons the whole sequence.
+      tr(53);
       mla_store_sequence<T>(w, s, part, b, l, m, o, bad, ws_out, ws_lse);
+      tr(54);
     }
   }
 #endif

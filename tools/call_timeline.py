@@ -39,6 +39,8 @@ def main():
     for name in args.configs:
         fn, operands, cfg = profile_one.op_and_args(name, args.plan)
         if args.pool:  # the block table folded onto `pool` pages (dense MLA: operands end with it)
+            if type(cfg).__name__ != "Mla" or cfg.topk or args.plan:
+                parser.error("--pool takes dense MLA configs, without --plan (made from the unfolded table)")
             i = 5
             operands = (*operands[:i], jnp.asarray(np.asarray(operands[i]) % args.pool, operands[i].dtype),
                         *operands[i + 1:])

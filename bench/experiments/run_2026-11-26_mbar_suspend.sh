@@ -14,15 +14,8 @@ source $E/trace_lib.sh
 OUT=/tmp/about bash bench/ab.sh 0 base=abtmp/base ld=patch:$E/2026-11-26_mla_loader_wait_suspended.patch \
   all=patch:$E/2026-11-26_mbar_wait_suspended_all.patch > /tmp/ab_build.log 2>&1
 tail -2 /tmp/ab_build.log
-for v in ld all; do
-  trace_build /tmp/ab_src_$v /tmp/trace_$v /tmp/trace_build_$v.log &
-done
-wait
-echo "builds: $(( $(date +%s) - start )) s"
-for v in ld all; do
-  trace_report /tmp/trace_$v /tmp/tr_$v.bin "$OUT/trace_$v.txt"
-  head -1 "$OUT/trace_$v.txt"
-done
+trace_variants /tmp ld all
+echo "builds and traces: $(( $(date +%s) - start )) s"
 CFGS=${CFGS:-"mla_h128_b64_ctx4k mla_h128_b128_ctx8k mla_h64_b128_ctx4k mla_h16_b128_ctx4k_page64 mla_h128_sq2_causal_b64_ctx4k mla_fp8_h128_b64_ctx4k mla_fp8_h16_b128_ctx4k sparse_h128_b64_topk2048"}
 OUT=/tmp/about AB_REUSE=1 bash bench/ab.sh ${ROUNDS:-2} base=abtmp/base ld=. all=. -- --only $CFGS > /tmp/ab_run.log 2>&1
 cp /tmp/about/ab.log "$OUT/ab.log"

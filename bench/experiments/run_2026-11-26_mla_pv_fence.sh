@@ -12,15 +12,8 @@ source $E/trace_lib.sh
 bash bench/ab.sh 0 base=abtmp/base v1=patch:$E/2026-11-26_mla_pv1r_from_smem.patch \
   v12=patch:$E/2026-11-26_mla_pv1r_from_smem.patch+$E/2026-11-26_mla_p0_handoff_first.patch > "$OUT/ab_build.log" 2>&1
 cat "$OUT/ab_build.log" | tail -3
-for v in v1 v12; do
-  trace_build /tmp/ab_src_$v /tmp/trace_$v "$OUT/trace_build_$v.log" &
-done
-wait
-echo "builds: $(( $(date +%s) - start )) s"
-for v in v1 v12; do
-  trace_report /tmp/trace_$v /tmp/tr_$v.bin "$OUT/trace_$v.txt"
-  head -1 "$OUT/trace_$v.txt"
-done
+trace_variants "$OUT" v1 v12
+echo "builds and traces: $(( $(date +%s) - start )) s"
 CFGS=${CFGS:-"mla_h128_b64_ctx4k mla_h128_b128_ctx8k mla_h64_b128_ctx4k mla_h16_b128_ctx4k_page64 mla_h128_b4_ctx4k mla_h128_sq2_causal_b64_ctx4k"}
 AB_REUSE=1 bash bench/ab.sh ${ROUNDS:-1} base=abtmp/base v1=. v12=. -- --only $CFGS --ours-step > "$OUT/ab_run.log" 2>&1
 grep -E "^(==|mla)" "$OUT/ab.log"

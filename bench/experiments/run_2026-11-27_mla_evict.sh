@@ -20,15 +20,8 @@ python3 -m pip install -q --no-deps --no-index --target /tmp/site .whl/*.whl > /
 OUT=/tmp/about bash bench/ab.sh 0 base=abtmp/base ef=patch:$E/2026-11-26_mla_tma_evict_first.patch \
   el=patch:$E/2026-11-26_mla_tma_evict_last.patch > /tmp/ab_build.log 2>&1
 tail -2 /tmp/ab_build.log
-for v in ef el; do
-  trace_build /tmp/ab_src_$v /tmp/trace_$v /tmp/trace_build_$v.log &
-done
-wait
-echo "builds: $(( $(date +%s) - start )) s"
-for v in ef el; do
-  trace_report /tmp/trace_$v /tmp/tr_$v.bin "$OUT/trace_$v.txt"
-  head -1 "$OUT/trace_$v.txt"
-done
+trace_variants /tmp ef el
+echo "builds and traces: $(( $(date +%s) - start )) s"
 cd /tmp
 M=lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum,lts__t_bytes.sum
 M=$M,dram__bytes_read.sum,l1tex__m_xbar2l1tex_read_bytes.sum,sm__cycles_elapsed.avg,lts__throughput.avg.pct_of_peak_sustained_elapsed

@@ -17,3 +17,19 @@ trace_report() {
   "$dir/jaxpaged_mla_trace" "$records" "$@" > /dev/null &&
     python3 "$TRACE_REPO/tools/mla_trace_report.py" "$records" > "$report" 2>&1
 }
+
+# trace_variants LOG_DIR NAME...: the probe of each variant tree bench/ab.sh made
+# (/tmp/ab_src_NAME), built in parallel (logs in LOG_DIR), then one traced call of each:
+# $OUT/trace_NAME.txt, its first line (the pair period) printed.
+trace_variants() {
+  local logdir=$1 v
+  shift
+  for v in "$@"; do
+    trace_build /tmp/ab_src_$v /tmp/trace_$v "$logdir/trace_build_$v.log" &
+  done
+  wait
+  for v in "$@"; do
+    trace_report /tmp/trace_$v /tmp/tr_$v.bin "$OUT/trace_$v.txt"
+    head -1 "$OUT/trace_$v.txt"
+  done
+}

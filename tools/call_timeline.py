@@ -33,31 +33,30 @@ def main():
     parser.add_argument("--pool", type=int, default=0,
                         help="dense MLA: fold the block table onto this many pages (tiles from L2)")
     args = parser.parse_args()
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-
     for name in args.configs:
         fn, operands, cfg = profile_one.op_and_args(name, args.plan)
         if args.pool:  # the block table folded onto `pool` pages (dense MLA: operands end with it)
             if type(cfg).__name__ != "Mla" or cfg.topk or args.plan:
                 parser.error("--pool takes dense MLA configs, without --plan (made from the unfolded table)")
-            i = 5
-            operands = (*operands[:i], jnp.asarray(np.asarray(operands[i]) % args.pool, operands[i].dtype),
-                        *operands[i + 1:])
+            *rest, table = operands
+            operands = (*rest, jnp.asarray(np.asarray(table) % args.pool, table.dtype))
         label = f"{name}{' (plan)' if args.plan else ''}{f' pool {args.pool}' if args.pool else ''}"
         run = lambda n: jax.block_until_ready([fn(*operands) for _ in range(n)])  # noqa: E731
-        report(label, run, args.calls, torch, profile, ProfilerActivity)
+        report(label, run, args.calls)
         if args.flashmla:
             call, t_qs = peers.flashmla_call(cfg, operands[:6], 1.0 / math.sqrt(192.0))
             if call is None:
                 print(f"== {label} FlashMLA not run: {t_qs}")
                 continue
             run = lambda n: [call(t_qs[i % len(t_qs)]) for i in range(n)]  # noqa: E731
-            report(label + " FlashMLA", run, args.calls, torch, profile, ProfilerActivity)
+            report(label + " FlashMLA", run, args.calls)
 
 
-def report(label, run, n_calls, torch, profile, ProfilerActivity):
+def report(label, run, n_calls):
     """Runs a warm-up, then n_calls calls under the profiler; prints the mean per-kernel timeline."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
     run(5)
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
@@ -99,6 +98,7 @@ def report(label, run, n_calls, torch, profile, ProfilerActivity):
     for k in sorted(names):
         print(f"  {names[k][:70]:70s} {mean(dur[k]):8.1f} us  (gap before {mean(gap[k]):5.1f})")
     print(f"  gap to the next call {mean(gap[max(names) + 1]):5.1f} us; call span {mean(spans):8.1f} us")
+
 
 if __name__ == "__main__":
     main()

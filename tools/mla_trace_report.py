@@ -25,8 +25,6 @@ NAMES = {
     54: "WG0 sequence stored",
 }
 
-SEQ_MARKS = {50: "start", 51: "seq", 52: "queries in", 53: "epilogue", 54: "stored", 1: "pair"}
-
 
 def pairs(recs, start_id):
     """Splits (id, t) records into lists, one per pair, each starting at start_id."""
@@ -61,7 +59,7 @@ def main(path):
         if any(i >= 50 for i, _ in roles[0]):  # the sequence marks (kernel.cuh: 50-54), in order
             t0 = next(t for i, t in roles[0] if i == 50)
             marks = [(i, t - t0) for i, t in roles[0] if i >= 50] + [(1, starts[0] - t0), (1, starts[n - 1] - t0)]
-            print("  WG0 from its start: " + ", ".join(f"{SEQ_MARKS.get(i, i)} {t}" for i, t in sorted(marks, key=lambda x: x[1]))
+            print("  WG0 from its start: " + ", ".join(f"{NAMES[i]} {t}" for i, t in sorted(marks, key=lambda x: x[1]))
                   + f"; last record {roles[0][-1][1] - t0}")
         by = {}  # event id -> its offsets from WG0's pair start, over the steady pairs
         for k in steady:

@@ -36,6 +36,25 @@ __device__ __forceinline__ float mla_row_lse(float m, float sum, bool bad) {
   return bad ? NAN : (sum > 0.f ? (m + __log2f(sum)) * kLn2 : (sum == 0.f ? -INFINITY : NAN));
 }
 
+// A 4 x 4 transpose of 32-bit words across the four lanes of a quad (q = lane % 4): lane q's
+// v[k] becomes lane k's v[q]. Two exchanges, each swapping the off-diagonal 2 x 2 blocks (lanes
+// q ^ 2, then q ^ 1); every lane of the warp must take part.
+__device__ __forceinline__ void quad_transpose4(uint32_t (&v)[4], int q) {
+  const bool a = q & 2, c = q & 1;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {  // the words whose index bit 1 differs from q's
+    const uint32_t got = gpu::shfl_xor(a ? v[i] : v[2 + i], 2);
+    if (a) v[i] = got;
+    else v[2 + i] = got;
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {  // then bit 0
+    const uint32_t got = gpu::shfl_xor(c ? v[2 * i] : v[2 * i + 1], 1);
+    if (c) v[2 * i] = got;
+    else v[2 * i + 1] = got;
+  }
+}
+
 #if defined(JP_HAVE_WGMMA)  // the sm_90a device pass (wgmma.cuh)
 // l: this thread's shares of its rows' sums; m: their final maxima (log2 domain); o: its half of
 // the rows' outputs; bad: a page id of this warpgroup's tiles was out of range (the whole
@@ -61,26 +80,51 @@ __device__ __forceinline__ void mla_store_sequence(const W& w, const MlaSchedule
   bad = (w.sBadWg[0] | w.sBadWg[1]) != 0;
   const bool whole = s.seq_pieces[b] == 1;
   const int slot = whole ? 0 : mla_piece_slot(s, part, b);
+  const int q = w.lane % 4;  // the lane's place in its quad (the four lanes of a row)
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int r = half ? w.r_hi : w.r_lo;
-    if (w.row0 + r >= w.rows_per_b) continue;
+    // (a quad's lanes share their rows, and every lane takes part in the exchanges below)
+    const bool live = w.row0 + r < w.rows_per_b;
     const float sum = half ? sum_hi : sum_lo;
     const MlaRowFactor f = mla_row_factor(sum, w.out_scale, bad);
     const int64_t row = int64_t(b) * w.rows_per_b + w.row0 + r;
     const int64_t ws_row = int64_t(slot) * w.rows_per_b + w.row0 + r;
+    // A lane holds columns 8 j + 2 q and + 1 of its rows (j = 0..31, of its warpgroup's 256).
+    // Written as they are, a warp's store covers 16 bytes (bf16) or 32 (float) of each of 8
+    // rows; the quad first exchanges values so that each store covers 64 contiguous bytes of a
+    // row in 16 bytes a lane (whole 32-byte sectors, a quarter or half the store instructions).
+    if (whole) {
+      T* dst = static_cast<T*>(w.p.out) + row * kMlaLatentDim + 256 * w.wg;
 #pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      const int col = 256 * w.wg + 8 * j + 2 * (w.lane % 4);
-      const float x0 = mla_row_output(o[4 * j + 2 * half], f);
-      const float x1 = mla_row_output(o[4 * j + 2 * half + 1], f);
-      if (whole) {
-        *reinterpret_cast<uint32_t*>(static_cast<T*>(w.p.out) + row * kMlaLatentDim + col) = pack2<T>(x0, x1);
-      } else {
-        *reinterpret_cast<float2*>(ws_out + ws_row * kMlaLatentDim + col) = make_float2(x0, x1);
+      for (int jg = 0; jg < 8; ++jg) {  // columns 32 jg .. 32 jg + 31
+        uint32_t v[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          const int j = 4 * jg + k;
+          v[k] = pack2<T>(mla_row_output(o[4 * j + 2 * half], f), mla_row_output(o[4 * j + 2 * half + 1], f));
+        }
+        quad_transpose4(v, q);  // now columns 8 (4 jg + q) .. + 7
+        if (live) *reinterpret_cast<uint4*>(dst + 8 * (4 * jg + q)) = make_uint4(v[0], v[1], v[2], v[3]);
+      }
+    } else {
+      float* dst = ws_out + ws_row * kMlaLatentDim + 256 * w.wg;
+      const bool odd = q & 1;
+#pragma unroll
+      for (int jp = 0; jp < 16; ++jp) {  // columns 16 jp .. 16 jp + 15 (j = 2 jp, 2 jp + 1)
+        const float2 e0 = make_float2(mla_row_output(o[8 * jp + 2 * half], f),
+                                      mla_row_output(o[8 * jp + 2 * half + 1], f));
+        const float2 e1 = make_float2(mla_row_output(o[8 * jp + 4 + 2 * half], f),
+                                      mla_row_output(o[8 * jp + 4 + 2 * half + 1], f));
+        // Lanes q and q ^ 1 swap: the even one keeps j = 2 jp's pair and takes its partner's,
+        // the odd one the same for j = 2 jp + 1 - four consecutive columns each.
+        const float2 send = odd ? e0 : e1;
+        const float2 got = make_float2(gpu::shfl_xor(send.x, 1), gpu::shfl_xor(send.y, 1));
+        const float4 val = odd ? make_float4(got.x, got.y, e1.x, e1.y) : make_float4(e0.x, e0.y, got.x, got.y);
+        if (live) *reinterpret_cast<float4*>(dst + 8 * (2 * jp + odd) + 4 * (q >> 1)) = val;
       }
     }
-    if (w.wg == 0 && w.lane % 4 == 0) {
+    if (live && w.wg == 0 && q == 0) {
       const float mrow = half ? m.hi : m.lo;
       const float lse = mla_row_lse(mrow, sum, bad);
       if (whole) w.p.lse[row] = lse;

@@ -378,6 +378,7 @@ struct MlaComputeWarpgroup {
   // A sequence's start: both warpgroups are done with the previous sequence's queries (and, in
   // the seesaw schedule, its crossing buffers); then sequence b's queries have landed for both -
   // loaded here by both, unless warpgroup 0 issued them behind the previous epilogue (in_flight).
+  // (The gathering loaders' kernels; with TMA the loader thread loads them: kernel.cuh.)
   template <bool kAny>
   __device__ __forceinline__ void land_queries(int b, int t, bool in_flight) const {
     meet<kAny>();

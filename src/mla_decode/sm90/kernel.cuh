@@ -31,7 +31,8 @@
 // Tiles are stored with the 128-byte swizzle, so each is at once the K operand (K-major) of
 // S = Q K^T and the V operand (MN-major, its first 512 columns) of O = P V; a P tile (64 x 64) is
 // a K-major A operand in the same format. The rows' queries (512 latent + 64 rope) stay in shared
-// memory; S reads both operands from there. S is a 64 x 64 product per tile (m64n64k16): with N
+// memory (with kTma the loader thread brings them by TMA, else the compute warpgroups copy them);
+// S reads both operands from there. S is a 64 x 64 product per tile (m64n64k16): with N
 // = 64 every 16-column step reads 2 KiB of Q and 2 KiB of K, the rate the tensor cores consume
 // them (N = 32 read Q twice as often and was bound by shared-memory bandwidth; NOTES item 14).
 // Keys past kv_len or past a causal row's last key get probability 0, and their K/V bytes are
@@ -212,6 +213,8 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
       mbar_init(&sh.landed[i], 2 * 32);
     }
     for (int i = 0; i < 8; ++i) sh.sBadPage[i] = 0;  // (the TMA loader writes only each buffer's first)
+    mbar_init(sh.q_full, 1);   // (kTma) the loader's arrival, naming the queries' bytes
+    mbar_init(sh.q_empty, 1);  // (kTma) warpgroup 0's, after a sequence's last S
     fence_proxy_async_shared();  // the barriers, for the copy engine's arrivals
   }
   __syncthreads();
@@ -219,7 +222,7 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
   if (wg == 2) {  // the loader warpgroup
     warpgroup_regs_shrink<MlaWgRegs<kTma, kFmt>::kLoader>();
     if constexpr (kTma) {
-      if (tw == 0) mla_load_tiles_tma(p, page_shift, s, part, first_b, last_b, capacity, maps, sh);
+      if (tw == 0) mla_load_tiles_tma(p, page_shift, s, part, first_b, last_b, capacity, maps, sh, row0);
     } else if constexpr (kFmt == kMlaDsRows) {
       mla_load_tiles_ds_regs<T, kSparse>(p, page_shift, s, part, first_b, last_b, capacity, sh, tw, lane);
     } else if constexpr (kFmt != kMlaSame) {
@@ -256,7 +259,12 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
       const int kv_len = mla_kv_len<kSparse>(p, b, capacity);
       const TileSpan tiles = mla_piece_tiles(s, part, b, mla_tiles_of(kv_len));
       tr(51);
-      w.template land_queries<false>(b, tid, q_in_flight);
+      if constexpr (kTma) {  // the loader's (loader.cuh); the meet: both are done with the last sequence
+        W::template meet<false>();
+        mbar_wait(sh.q_full, (b - first_b) & 1);
+      } else {
+        w.template land_queries<false>(b, tid, q_in_flight);
+      }
       tr(52);
       if constexpr (W::kQueriesToHalf) {  // fp8 caches, bf16 queries: the queries as half (layout.cuh)
         w.convert_queries();
@@ -402,8 +410,12 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
 
       // Warpgroup 0 passed the last pair's P1 barrier, so both warpgroups' last S is done: fetch
       // the next sequence's queries now, behind the epilogue (inside the pair loop the address
-      // math made the compute warpgroups spill).
-      if (wg == 0 && q_in_flight) w.load_queries(b + 1, tw, 128);
+      // math made the compute warpgroups spill); with TMA, let the loader fetch them.
+      if constexpr (kTma) {
+        if (wg == 0 && tw == 0 && b < last_b) mbar_arrive(sh.q_empty);
+      } else {
+        if (wg == 0 && q_in_flight) w.load_queries(b + 1, tw, 128);
+      }
 
       // Epilogue: the row sums are the two warpgroups' shares (both against the same final max);
       // a corrupt page seen by either warpgroup poisons the whole sequence.

@@ -84,7 +84,8 @@ struct MlaWgSmem {
   // fp8 caches: [2 buffers][64 tokens] byte offsets (int64).
   static constexpr int kPages = kKeyMask + 2 * 64;
   static constexpr int kBarriers = kPages + 2 * 4 * 128 * 4;  // full[2][3], empty[2][3], landed[2][3]
-  static constexpr size_t kAllocBytes = size_t(kBarriers) + 3 * 2 * kGroups * 8 + 1024;  // + alignment
+  static constexpr int kQBarriers = kBarriers + 3 * 2 * kGroups * 8;  // q_full, q_empty
+  static constexpr size_t kAllocBytes = size_t(kQBarriers) + 2 * 8 + 1024;  // + alignment
 };
 static_assert(MlaWgSmem::kAllocBytes <= 227 * 1024, "more shared memory than a Hopper block may have");
 
@@ -100,6 +101,10 @@ struct MlaWgShared {
   uint64_t* full;  // [buffer][group]
   uint64_t* empty;
   uint64_t* landed;  // [buffer][group]: a quantized group's raw bytes are in (loader.cuh)
+  // The TMA loader's queries (kTma): q_full completes when a sequence's queries have landed,
+  // q_empty when warpgroup 0 has seen both compute warpgroups' last S of a sequence.
+  uint64_t* q_full;
+  uint64_t* q_empty;
 
   __device__ __forceinline__ explicit MlaWgShared(unsigned char* smem_raw) {
     using S = MlaWgSmem;
@@ -114,6 +119,8 @@ struct MlaWgShared {
     full = reinterpret_cast<uint64_t*>(base + S::kBarriers);
     empty = full + 2 * kGroups;
     landed = empty + 2 * kGroups;
+    q_full = reinterpret_cast<uint64_t*>(base + S::kQBarriers);
+    q_empty = q_full + 1;
   }
   __device__ __forceinline__ unsigned char* tile(int buf) const { return base + MlaWgSmem::kTile0 + buf * MlaWgSmem::kTileBytes; }
 };

@@ -42,10 +42,15 @@ __device__ __forceinline__ bool mla_entry_ok(const MlaDecodeParams& p, int32_t e
 }
 
 // TMA: one thread (the loader warpgroup's first) issues a box per 64-column block; a tile is a
-// 64-row slice of one page (pages of >= 64 tokens).
+// 64-row slice of one page (pages of >= 64 tokens). It also loads each sequence's queries (rows
+// row0 .. row0 + 63 of the sequence's s_q x Hq), before that sequence's tiles: the first
+// sequence's at once, so that they are asked for ahead of any tile (each block's first S needs
+// its queries and its first tile, and at the start every block asks for them together); each
+// later one when warpgroup 0 has released the last (q_empty: both compute warpgroups' last S of
+// the sequence before is done), which comes before the refills of the new sequence's first pair.
 __device__ __forceinline__ void mla_load_tiles_tma(const MlaDecodeParams& p, int page_shift, const MlaSchedule& s,
                                                    int part, int first_b, int last_b, int64_t capacity,
-                                                   const MlaTmaMaps& maps, const MlaWgShared& sh) {
+                                                   const MlaTmaMaps& maps, const MlaWgShared& sh, int row0) {
   using S = MlaWgSmem;
   unsigned char* base = sh.base;
   uint64_t* full = sh.full;
@@ -53,6 +58,13 @@ __device__ __forceinline__ void mla_load_tiles_tma(const MlaDecodeParams& p, int
   int* sBadPage = sh.sBadPage;
   // The 64-token tiles [begin, end) of sequence b this block processes.
   auto tile_range = [&](int b, int64_t kv_len) { return mla_piece_tiles(s, part, b, mla_tiles_of(kv_len)); };
+  auto load_queries = [&](int b) {
+    mbar_arrive_expect_tx(sh.q_full, (kMlaLatentDim + kMlaRopeDim) * kMlaWgRows * 2);
+#pragma unroll
+    for (int cb = 0; cb < 8; ++cb) tma_load_3d(base + S::kQ + cb * S::kColBlockBytes, &maps.q_nope, cb * 64, row0, b, sh.q_full);
+    tma_load_3d(base + S::kQ + 8 * S::kColBlockBytes, &maps.q_pe, 0, row0, b, sh.q_full);
+  };
+  if (first_b <= last_b) load_queries(first_b);
   tma_prefetch_map(&maps.ckv);
   tma_prefetch_map(&maps.kpe);
   MlaTrace tr(p, 2);
@@ -67,6 +79,11 @@ __device__ __forceinline__ void mla_load_tiles_tma(const MlaDecodeParams& p, int
     auto page_of = [&](int tile) { return table[(tile * kMlaWgKeys) >> page_shift]; };
     int32_t pg0 = tiles.begin < tiles.end ? page_of(tiles.begin) : 0;
     int32_t pg1 = tiles.begin + 1 < tiles.end ? page_of(tiles.begin + 1) : 0;
+    // (this sequence's reads above are in flight while the loader waits for its queries' buffer)
+    if (b > first_b) {
+      mbar_wait(sh.q_empty, (b - first_b - 1) & 1);
+      load_queries(b);
+    }
     for (int u = tiles.begin; u < tiles.end; u += 2) {
       const bool has1 = u + 1 < tiles.end;
       const uint32_t parity0 = (uses0 & 1) ^ 1, parity1 = (uses1 & 1) ^ 1;

@@ -13,9 +13,11 @@
 
 namespace jaxpaged {
 
-// ckv as [pages][page_size][512] and kpe as [pages][page_size][64], boxes of 64 tokens x 64 columns.
+// ckv as [pages][page_size][512] and kpe as [pages][page_size][64], boxes of 64 tokens x 64 columns;
+// the queries likewise, q_nope as [batch][s_q x num_heads][512] and q_pe as [batch][rows][64],
+// boxes of 64 rows x 64 columns (a block's rows past its sequence's are outside the map: zeros).
 struct MlaTmaMaps {
-  CUtensorMap ckv, kpe;
+  CUtensorMap ckv, kpe, q_nope, q_pe;
 };
 
 // The maps of the call's cache (ckv and kpe with the call's strides). TMA needs pages of >= 64
@@ -27,10 +29,15 @@ bool make_tma_maps(const MlaDecodeParams& p, MlaTmaMaps* maps) {
   const uint64_t e = sizeof(T);
   const uint32_t box[3] = {64, uint32_t(kMlaTileKeys), 1};
   const uint64_t pages = uint64_t(p.num_pages), slots = uint64_t(p.page_size);
+  const uint64_t rows = uint64_t(p.s_q * p.num_heads), batch = uint64_t(p.batch);
   return encode_tensor_map_3d(&maps->ckv, bf16, p.ckv, {uint64_t(kMlaLatentDim), slots, pages},
                               {uint64_t(p.ckv_slot_stride) * e, uint64_t(p.ckv_page_stride) * e}, box) &&
          encode_tensor_map_3d(&maps->kpe, bf16, p.kpe, {uint64_t(kMlaRopeDim), slots, pages},
-                              {uint64_t(p.kpe_slot_stride) * e, uint64_t(p.kpe_page_stride) * e}, box);
+                              {uint64_t(p.kpe_slot_stride) * e, uint64_t(p.kpe_page_stride) * e}, box) &&
+         encode_tensor_map_3d(&maps->q_nope, bf16, p.q_nope, {uint64_t(kMlaLatentDim), rows, batch},
+                              {kMlaLatentDim * e, rows * kMlaLatentDim * e}, box) &&
+         encode_tensor_map_3d(&maps->q_pe, bf16, p.q_pe, {uint64_t(kMlaRopeDim), rows, batch},
+                              {kMlaRopeDim * e, rows * kMlaRopeDim * e}, box);
 }
 
 // The narrow fp8 kernel's map (sm90/fp8_narrow.cuh): the combined fp8 cache as bytes,

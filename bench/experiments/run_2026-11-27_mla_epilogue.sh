@@ -8,12 +8,8 @@
 #   then at once: command "PHASE=2 bash bench/experiments/run_2026-11-27_mla_epilogue.sh", same carry
 #     (two more A/B rounds on the same builds, then the context-length scan, ours beside FlashMLA)
 set -uo pipefail
-OUT=${OUT:-/tmp/jaxpaged-out}
-mkdir -p "$OUT"
-start=$(date +%s)
 E=bench/experiments
-python3 -m pip install -q --no-deps --no-index --target /tmp/site .whl/*.whl > /tmp/wheels.log 2>&1
-export PYTHONPATH=/tmp/site XLA_PYTHON_CLIENT_PREALLOCATE=false
+source $E/run_lib.sh
 CFGS=${CFGS:-"mla_h128_b64_ctx4k mla_h128_b128_ctx8k mla_h128_b4_ctx4k mla_h128_varlen_b128"}
 VARIANTS=(base=abtmp/base epi=. cut=patch:$E/2026-11-27_mla_cut_uniform.patch)
 if [[ ${PHASE:-1} == 1 ]]; then

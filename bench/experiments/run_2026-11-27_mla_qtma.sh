@@ -5,11 +5,8 @@
 #   run tool: command "bash bench/experiments/run_2026-11-27_mla_qtma.sh", carry [".whl", "abtmp"]
 #   PHASE=2: one more A/B round on the same builds (AB_REUSE) and the context scan of the new tree.
 set -uo pipefail
-OUT=${OUT:-/tmp/jaxpaged-out}
-mkdir -p "$OUT"
-start=$(date +%s)
-python3 -m pip install -q --no-deps --no-index --target /tmp/site .whl/*.whl > /tmp/wheels.log 2>&1
-export PYTHONPATH=/tmp/site XLA_PYTHON_CLIENT_PREALLOCATE=false
+E=bench/experiments
+source $E/run_lib.sh
 CFGS=${CFGS:-"mla_h128_b64_ctx4k mla_h128_b128_ctx8k mla_h128_b4_ctx4k mla_h16_b128_ctx4k_page64 mla_h128_sq2_causal_b64_ctx4k"}
 if [[ ${PHASE:-1} == 1 ]]; then
   AB_TEST="qtma:tests/test_mla_decode.py tests/test_plan.py -n 8 -x" AB_TEST_LIMIT=${AB_TEST_LIMIT:-200} \

@@ -12,12 +12,8 @@
 #      of ptxas spills against HEAD's 16), FlashMLA beside each.
 #   run tool: command "bash bench/experiments/run_2026-11-28_mla_next.sh", carry [".whl"]
 set -uo pipefail
-OUT=${OUT:-/tmp/jaxpaged-out}
-mkdir -p "$OUT"
-start=$(date +%s)
 E=bench/experiments
-python3 -m pip install -q --no-deps --no-index --target /tmp/site .whl/*.whl > /tmp/wheels.log 2>&1
-export PYTHONPATH=/tmp/site XLA_PYTHON_CLIENT_PREALLOCATE=false
+source $E/run_lib.sh
 source $E/trace_lib.sh
 trace_build . /tmp/trace_head "$OUT/trace_build.log" &
 OUT=$OUT/ab bash bench/ab.sh 0 head=. store=patch:$E/2026-11-28_mla_tma_store.patch > "$OUT/ab_build.log" 2>&1

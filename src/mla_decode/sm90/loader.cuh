@@ -59,7 +59,7 @@ __device__ __forceinline__ void mla_load_tiles_tma(const MlaDecodeParams& p, int
   // The 64-token tiles [begin, end) of sequence b this block processes.
   auto tile_range = [&](int b, int64_t kv_len) { return mla_piece_tiles(s, part, b, mla_tiles_of(kv_len)); };
   auto load_queries = [&](int b) {
-    mbar_arrive_expect_tx(sh.q_full, (kMlaLatentDim + kMlaRopeDim) * kMlaWgRows * 2);
+    mbar_arrive_expect_tx(sh.q_full, S::kColBlocks * S::kColBlockBytes);  // 9 boxes of 64 x 64
 #pragma unroll
     for (int cb = 0; cb < 8; ++cb) tma_load_3d(base + S::kQ + cb * S::kColBlockBytes, &maps.q_nope, cb * 64, row0, b, sh.q_full);
     tma_load_3d(base + S::kQ + 8 * S::kColBlockBytes, &maps.q_pe, 0, row0, b, sh.q_full);

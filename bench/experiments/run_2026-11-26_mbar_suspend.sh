@@ -6,10 +6,7 @@
 # (2026-11-26_mbar_wait_suspended_all.patch), against HEAD (abtmp/base); the timeline probe of both,
 # then ROUNDS (2) per call.
 set -uo pipefail
-OUT=${OUT:-/tmp/jaxpaged-out}
-mkdir -p "$OUT"
-start=$(date +%s)
-E=bench/experiments
+source bench/experiments/run_lib.sh
 source $E/trace_lib.sh
 OUT=/tmp/about bash bench/ab.sh 0 base=abtmp/base ld=patch:$E/2026-11-26_mla_loader_wait_suspended.patch \
   all=patch:$E/2026-11-26_mbar_wait_suspended_all.patch > /tmp/ab_build.log 2>&1

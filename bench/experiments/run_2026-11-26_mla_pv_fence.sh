@@ -4,10 +4,7 @@
 # v12 = v1 + warpgroup 0's P0 hand-off pinned ahead of the O_L rescale (+ 2026-11-26_mla_p0_handoff_first.patch):
 # the timeline probe of v12, then ROUNDS (1) of per call + per layer.
 set -uo pipefail
-OUT=${OUT:-/tmp/jaxpaged-out}
-mkdir -p "$OUT"
-start=$(date +%s)
-E=bench/experiments
+source bench/experiments/run_lib.sh
 source $E/trace_lib.sh
 bash bench/ab.sh 0 base=abtmp/base v1=patch:$E/2026-11-26_mla_pv1r_from_smem.patch \
   v12=patch:$E/2026-11-26_mla_pv1r_from_smem.patch+$E/2026-11-26_mla_p0_handoff_first.patch > "$OUT/ab_build.log" 2>&1

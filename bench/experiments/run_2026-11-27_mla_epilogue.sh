@@ -8,8 +8,8 @@
 #   then at once: command "PHASE=2 bash bench/experiments/run_2026-11-27_mla_epilogue.sh", same carry
 #     (two more A/B rounds on the same builds, then the context-length scan, ours beside FlashMLA)
 set -uo pipefail
-E=bench/experiments
-source $E/run_lib.sh
+source bench/experiments/run_lib.sh
+use_peers
 CFGS=${CFGS:-"mla_h128_b64_ctx4k mla_h128_b128_ctx8k mla_h128_b4_ctx4k mla_h128_varlen_b128"}
 VARIANTS=(base=abtmp/base epi=. cut=patch:$E/2026-11-27_mla_cut_uniform.patch)
 if [[ ${PHASE:-1} == 1 ]]; then

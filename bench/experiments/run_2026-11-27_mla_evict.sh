@@ -10,11 +10,8 @@
 # Four files come back: trace_ef.txt, trace_el.txt, ncu_mem.txt, ab.log.
 #   run tool: command "bash bench/experiments/run_2026-11-27_mla_evict.sh", carry [".whl", "abtmp"]
 set -uo pipefail
-OUT=${OUT:-/tmp/jaxpaged-out}
-mkdir -p "$OUT"
+source bench/experiments/run_lib.sh
 REPO=$(pwd)
-start=$(date +%s)
-E=bench/experiments
 source $E/trace_lib.sh
 python3 -m pip install -q --no-deps --no-index --target /tmp/site .whl/*.whl > /tmp/wheels.log 2>&1
 OUT=/tmp/about bash bench/ab.sh 0 base=abtmp/base ef=patch:$E/2026-11-26_mla_tma_evict_first.patch \

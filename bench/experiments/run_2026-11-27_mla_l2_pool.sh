@@ -3,9 +3,7 @@
 # table folded onto 128 pages), then the same configs as the bench runs them, in one call.
 #   run tool: command "bash bench/experiments/run_2026-11-27_mla_l2_pool.sh", carry [".whl"]
 set -uo pipefail
-OUT=${OUT:-/tmp/jaxpaged-out}
-mkdir -p "$OUT"
-start=$(date +%s)
+source bench/experiments/run_lib.sh
 python3 -m pip install -q --no-deps --no-index --target /tmp/site .whl/*.whl > /tmp/wheels.log 2>&1
 JAXPAGED_CUDA_ARCHS=90a python3 -m pip install --no-build-isolation --no-deps --target /tmp/jp . > "$OUT/build.log" 2>&1 \
   || { tail -30 "$OUT/build.log"; exit 1; }

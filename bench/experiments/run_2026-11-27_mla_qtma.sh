@@ -5,8 +5,8 @@
 #   run tool: command "bash bench/experiments/run_2026-11-27_mla_qtma.sh", carry [".whl", "abtmp"]
 #   PHASE=2: one more A/B round on the same builds (AB_REUSE) and the context scan of the new tree.
 set -uo pipefail
-E=bench/experiments
-source $E/run_lib.sh
+source bench/experiments/run_lib.sh
+use_peers
 CFGS=${CFGS:-"mla_h128_b64_ctx4k mla_h128_b128_ctx8k mla_h128_b4_ctx4k mla_h16_b128_ctx4k_page64 mla_h128_sq2_causal_b64_ctx4k"}
 if [[ ${PHASE:-1} == 1 ]]; then
   AB_TEST="qtma:tests/test_mla_decode.py tests/test_plan.py -n 8 -x" AB_TEST_LIMIT=${AB_TEST_LIMIT:-200} \

@@ -6,10 +6,7 @@
 # multicast to a 2-block cluster would pay; the same period, at the SM's own chain.
 #   run tool: command "bash bench/experiments/run_2026-11-27_mla_rb1_absent.sh"
 set -uo pipefail
-OUT=${OUT:-/tmp/jaxpaged-out}
-mkdir -p "$OUT"
-start=$(date +%s)
-E=bench/experiments
+source bench/experiments/run_lib.sh
 source $E/trace_lib.sh
 rm -rf /tmp/src_rb1 && mkdir -p /tmp/src_rb1
 tar --exclude=./abtmp --exclude=./.whl --exclude=./build --exclude=./.git -cf - . | tar -xf - -C /tmp/src_rb1

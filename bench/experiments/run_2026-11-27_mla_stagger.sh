@@ -6,9 +6,7 @@
 # .patch: half or quarter periods) and time per call against HEAD (abtmp/base).
 #   run tool: command "bash bench/experiments/run_2026-11-27_mla_stagger.sh", carry [".whl", "abtmp"]
 set -uo pipefail
-OUT=${OUT:-/tmp/jaxpaged-out}
-mkdir -p "$OUT"
-E=bench/experiments
+source bench/experiments/run_lib.sh
 CFGS=${CFGS:-"mla_h128_b64_ctx4k mla_h128_b128_ctx8k mla_h64_b128_ctx4k"}
 OUT=/tmp/about bash bench/ab.sh ${ROUNDS:-2} base=abtmp/base s2=patch:$E/2026-11-27_mla_stagger2.patch \
   s4=patch:$E/2026-11-27_mla_stagger4.patch -- --only $CFGS > /tmp/ab_run.log 2>&1

@@ -6,9 +6,7 @@
 # data, DRAM's loaded latency sets it; if not, the path into one SM does.
 #   run tool: command "bash bench/experiments/run_2026-11-27_mla_trace_l2.sh"
 set -uo pipefail
-OUT=${OUT:-/tmp/jaxpaged-out}
-mkdir -p "$OUT"
-start=$(date +%s)
+source bench/experiments/run_lib.sh
 source bench/experiments/trace_lib.sh
 trace_build . /tmp/trace_base /tmp/trace_build_base.log || tail -20 /tmp/trace_build_base.log
 echo "build: $(( $(date +%s) - start )) s"

@@ -4,8 +4,7 @@
 # mla_h128_b64_ctx4k from DRAM and from L2 (128-page pool).
 #   run tool: command "bash bench/experiments/run_2026-11-27_mla_trace_seq.sh"
 set -uo pipefail
-OUT=${OUT:-/tmp/jaxpaged-out}
-mkdir -p "$OUT"
+source bench/experiments/run_lib.sh
 source bench/experiments/trace_lib.sh
 trace_build . /tmp/trace_base /tmp/trace_build_base.log || tail -20 /tmp/trace_build_base.log
 for pool in 0 128; do

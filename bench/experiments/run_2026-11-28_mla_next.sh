@@ -12,8 +12,8 @@
 #      of ptxas spills against HEAD's 16), FlashMLA beside each.
 #   run tool: command "bash bench/experiments/run_2026-11-28_mla_next.sh", carry [".whl"]
 set -uo pipefail
-E=bench/experiments
-source $E/run_lib.sh
+source bench/experiments/run_lib.sh
+use_peers
 source $E/trace_lib.sh
 trace_build . /tmp/trace_head "$OUT/trace_build.log" &
 OUT=$OUT/ab bash bench/ab.sh 0 head=. store=patch:$E/2026-11-28_mla_tma_store.patch > "$OUT/ab_build.log" 2>&1

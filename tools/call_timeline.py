@@ -4,6 +4,12 @@ schedule, the attention kernel, the merge, launch gaps). Uses torch.profiler (CU
 kernel of the process, JAX's included), so it needs torch on the GPU machine.
 
     python3 tools/call_timeline.py mla_fp8_h16_b128_ctx4k [--plan] [--calls 40] [--flashmla] [--pool 128]
+    python3 tools/call_timeline.py mla_h128_b64_ctx4k --step [--flashmla]
+
+--step (dense MLA): a serving step instead - one jit of 32 layers' calls with the plan made once
+(bench.py's per-layer timing), and with --flashmla its CUDA graph of 32 calls; prints per kernel
+name its count in a step, mean duration and mean gap before it, then the step's span / 32 (where
+a layer's time goes between kernels).
 
 Prints one line per kernel (or memcpy / memset) position in a call: name, mean duration (us), mean
 gap before it (us), then the mean span of a call (first kernel start to the next call's first
@@ -19,6 +25,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+import jaxpaged
+
 sys.path.insert(0, __file__.rsplit("/", 2)[0] + "/bench")
 import peers  # noqa: E402
 import profile_one  # noqa: E402
@@ -32,7 +40,14 @@ def main():
     parser.add_argument("--flashmla", action="store_true", help="then FlashMLA's calls on the same inputs")
     parser.add_argument("--pool", type=int, default=0,
                         help="dense MLA: fold the block table onto this many pages (tiles from L2)")
+    parser.add_argument("--step", action="store_true", help="dense MLA: a 32-layer step per 'call' (see above)")
     args = parser.parse_args()
+    if args.step:
+        if args.plan or args.pool:
+            parser.error("--step makes its own plan once per step; no --plan / --pool")
+        for name in args.configs:
+            step_timeline(name, args.calls, args.flashmla)
+        return
     for name in args.configs:
         fn, operands, cfg = profile_one.op_and_args(name, args.plan)
         if args.pool:  # the block table folded onto `pool` pages (dense MLA: operands end with it)
@@ -52,7 +67,37 @@ def main():
             report(label + " FlashMLA", run, args.calls)
 
 
-def report(label, run, n_calls):
+def step_timeline(name, n_steps, flashmla):
+    """The kernels of a 32-layer step (ours with the plan made once; FlashMLA's graph of 32 calls)."""
+    fn, operands, cfg = profile_one.op_and_args(name)
+    if type(cfg).__name__ != "Mla" or cfg.topk:
+        raise SystemExit(f"--step takes dense MLA configs ({name} is not one)")
+    q_nope, *ops = operands
+    qs = peers.layer_queries(q_nope)
+
+    def step(qs, *ops):
+        plan = jaxpaged.mla_decode_plan(ops[3], ops[4], num_heads=cfg.heads, page_size=cfg.page, s_q=cfg.s_q)
+        return tuple(fn(q, *ops, plan=plan)[0] for q in qs)
+    step = jax.jit(step)
+    report(f"{name} step of {len(qs)} layers", lambda n: jax.block_until_ready([step(qs, *ops) for _ in range(n)]),
+           n_steps, per_step=len(qs))
+    if flashmla:
+        import torch
+        call, t_qs = peers.flashmla_call(cfg, operands[:6], 1.0 / math.sqrt(192.0))
+        if call is None:
+            print(f"== {name} FlashMLA not run: {t_qs}")
+            return
+        call(t_qs[0])  # fills its metadata, reused by the graph's calls
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for t_q in t_qs:
+                call(t_q)
+        report(f"{name} FlashMLA graph of {len(t_qs)} calls", lambda n: [graph.replay() for _ in range(n)],
+               n_steps, per_step=len(t_qs))
+
+
+def report(label, run, n_calls, per_step=0):
     """Runs a warm-up, then n_calls calls under the profiler; prints the mean per-kernel timeline."""
     import torch
     from torch.profiler import ProfilerActivity, profile
@@ -94,6 +139,31 @@ def report(label, run, n_calls):
             spans.append(nxt.time_range.start - c[0].time_range.start)
             gap[len(c)].append(nxt.time_range.start - prev_end)
     mean = lambda xs: sum(xs) / len(xs) if xs else float("nan")  # noqa: E731
+    if per_step:  # a step: the recorded events cut into n_calls equal runs, kernels by name
+        if len(kernels) % n_calls:
+            print(f"== {label}: {len(kernels)} GPU events in {n_calls} steps, not a whole number per step")
+            return
+        size = len(kernels) // n_calls
+        calls = [kernels[i:i + size] for i in range(0, len(kernels), size)][n_calls // 2:]
+        by_name = collections.defaultdict(lambda: [0, 0.0, 0.0])
+        spans = []
+        for i, c in enumerate(calls):
+            prev_end = None
+            for e in c:
+                rec = by_name[e.name]
+                rec[0] += 1
+                rec[1] += e.time_range.elapsed_us()
+                if prev_end is not None:
+                    rec[2] += e.time_range.start - prev_end
+                prev_end = e.time_range.end
+            if i + 1 < len(calls):
+                spans.append(calls[i + 1][0].time_range.start - c[0].time_range.start)
+        n = len(calls)
+        print(f"== {label}: {n} steps; per step: count, mean duration, mean gap before (us)")
+        for k, (cnt, d, g) in by_name.items():
+            print(f"  {k[:70]:70s} x{cnt / n:5.1f} {d / cnt:8.1f} us  (gap before {g / cnt:5.1f})")
+        print(f"  step span / {per_step} {mean(spans) / per_step:8.1f} us per layer")
+        return
     print(f"== {label}: {len(calls)} calls")
     for k in sorted(names):
         print(f"  {names[k][:70]:70s} {mean(dur[k]):8.1f} us  (gap before {mean(gap[k]):5.1f})")

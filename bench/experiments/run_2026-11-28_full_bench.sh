@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The full bench on HEAD in two calls on one warm machine: PART=1 builds (sm_90a) into /tmp/jp and
+# runs bench.py --part 1/2; PART=2 reuses that build (rebuilding only if the machine is fresh) and
+# runs --part 2/2. Records in $OUT/part$PART; merge here with
+# `python3 bench/bench.py --out bench --merge <the two h100.json>` (as session 31 did).
+#   run tool: command "PART=1 bash bench/experiments/run_2026-11-28_full_bench.sh", carry [".whl"]
+set -uo pipefail
+source bench/experiments/run_lib.sh
+use_peers
+export PYTHONUNBUFFERED=1
+PART=${PART:-1}
+if [[ ! -d /tmp/jp/jaxpaged ]]; then
+  JAXPAGED_CUDA_ARCHS=90a timeout 240 python3 -m pip install --no-build-isolation --no-deps --target /tmp/jp . \
+    > /tmp/build.log 2>&1 || { tail -20 /tmp/build.log; echo "BUILD FAILED"; exit 1; }
+  echo "build: $(( $(date +%s) - start )) s"
+fi
+git log -1 --format=%h > "$OUT/commit.txt" 2>/dev/null
+R=$(pwd)
+cd /tmp
+PYTHONPATH=/tmp/jp:$PYTHONPATH timeout $(( 590 - ($(date +%s) - start) )) python3 "$R/bench/bench.py" \
+  --out "$OUT/part$PART" --part "$PART/2" > "$OUT/bench_part$PART.log" 2>&1
+echo "bench rc $?"
+grep -E "^(mla|sparse|decode|mixed)|copy bandwidth" "$OUT/bench_part$PART.log" | cut -c1-150
+echo "total $(( $(date +%s) - start )) s"

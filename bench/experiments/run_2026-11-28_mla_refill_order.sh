@@ -21,14 +21,9 @@ for v in head rf; do
   head -1 "$OUT/trace_$v.txt"
   grep -E "LD next pair|next S0|P0V0_R done|P1V1_L done" "$OUT/trace_$v.txt"
 done
+ctx_scan head rf
 R=$(pwd)
 cd /tmp
-for v in head rf; do
-  echo "== ctx scan, $v"
-  PYTHONPATH=/tmp/ab_$v:/tmp/site timeout 120 \
-    python3 "$R/bench/experiments/mla_ctx_scan.py" 2>&1 | grep -E "^(mla|fit|  )" > "$OUT/ctx_scan_$v.log"
-  grep -E "^(fit|  )" "$OUT/ctx_scan_$v.log"
-done
 T=/tmp/ab_src_rf/tests
 PYTHONPATH=/tmp/ab_rf:/tmp/site timeout $(( 590 - ($(date +%s) - start) )) python3 -m pytest -q -p no:cacheprovider -n 8 -x \
   $T/test_mla_decode.py $T/test_plan.py > "$OUT/tests_rf.log" 2>&1

@@ -19,15 +19,12 @@ for v in head xl; do
     mla_h128_b4_ctx4k --step --calls 12 $fm > "$OUT/step_timeline_$v.txt" 2>&1
   grep -vE "Warning|warn_once" "$OUT/step_timeline_$v.txt" | cut -c1-130
 done
-for v in head xl; do
-  echo "== ctx scan, $v"
-  PYTHONPATH=/tmp/ab_$v:/tmp/site timeout 120 \
-    python3 "$R/bench/experiments/mla_ctx_scan.py" 2>&1 | grep -E "^(mla|fit|  )" > "$OUT/ctx_scan_$v.log"
-  grep -E "^(fit|  )" "$OUT/ctx_scan_$v.log"
-done
+cd "$R"
+ctx_scan head xl
+cd /tmp
 T=/tmp/ab_src_xl/tests  # (from /tmp: the installed build, not the source tree's package)
 PYTHONPATH=/tmp/ab_xl:/tmp/site timeout $(( 590 - ($(date +%s) - start) )) python3 -m pytest -q -p no:cacheprovider -n 8 -x \
   $T/test_plan.py $T/test_decode_loop.py $T/test_mla_decode.py > "$OUT/tests_xl.log" 2>&1
-cd "$R"
 echo "tests of xl: rc $? - $(tail -1 "$OUT/tests_xl.log")"
+cd "$R"
 echo "total $(( $(date +%s) - start )) s"

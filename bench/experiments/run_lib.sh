@@ -10,3 +10,16 @@ use_peers() {
   python3 -m pip install -q --no-deps --no-index --target /tmp/site .whl/*.whl > /tmp/wheels.log 2>&1
   export PYTHONPATH=/tmp/site XLA_PYTHON_CLIENT_PREALLOCATE=false
 }
+
+# ctx_scan NAME...: mla_ctx_scan.py on each build /tmp/ab_NAME (bench/ab.sh's), each under
+# CTX_SCAN_LIMIT seconds (default 120): its lines in $OUT/ctx_scan_NAME.log, the fits printed.
+ctx_scan() {
+  local repo v
+  repo=$(pwd)
+  for v in "$@"; do
+    echo "== ctx scan, $v"
+    (cd /tmp && PYTHONPATH=/tmp/ab_$v:/tmp/site timeout "${CTX_SCAN_LIMIT:-120}" \
+      python3 "$repo/$E/mla_ctx_scan.py" 2>&1) | grep -E "^(mla|fit|  )" > "$OUT/ctx_scan_$v.log"
+    grep -E "^(fit|  )" "$OUT/ctx_scan_$v.log"
+  done
+}

@@ -8,8 +8,9 @@ kernel of the process, JAX's included), so it needs torch on the GPU machine.
 
 --step (dense MLA): a serving step instead - one jit of 32 layers' calls with the plan made once
 (bench.py's per-layer timing), and with --flashmla its CUDA graph of 32 calls; prints per kernel
-name its count in a step, mean duration and mean gap before it, then the step's span / 32 (where
-a layer's time goes between kernels).
+name its count in a step, mean duration and mean gap before it, then the step's span / 32 and the
+part of it the GPU sat idle between steps (where a layer's time goes between kernels; session 35
+read a host-bound b4 step's idle time as span until this was split out, NOTES item 56 d).
 
 Prints one line per kernel (or memcpy / memset) position in a call: name, mean duration (us), mean
 gap before it (us), then the mean span of a call (first kernel start to the next call's first
@@ -146,7 +147,7 @@ def report(label, run, n_calls, per_step=0):
         size = len(kernels) // n_calls
         calls = [kernels[i:i + size] for i in range(0, len(kernels), size)][n_calls // 2:]
         by_name = collections.defaultdict(lambda: [0, 0.0, 0.0])
-        spans = []
+        spans, idle = [], []
         for i, c in enumerate(calls):
             prev_end = None
             for e in c:
@@ -158,11 +159,15 @@ def report(label, run, n_calls, per_step=0):
                 prev_end = e.time_range.end
             if i + 1 < len(calls):
                 spans.append(calls[i + 1][0].time_range.start - c[0].time_range.start)
+                idle.append(calls[i + 1][0].time_range.start - max(e.time_range.end for e in c))
         n = len(calls)
         print(f"== {label}: {n} steps; per step: count, mean duration, mean gap before (us)")
         for k, (cnt, d, g) in by_name.items():
             print(f"  {k[:70]:70s} x{cnt / n:5.1f} {d / cnt:8.1f} us  (gap before {g / cnt:5.1f})")
-        print(f"  step span / {per_step} {mean(spans) / per_step:8.1f} us per layer")
+        # (the span includes the GPU's idle time between steps: a host that dispatches a step more
+        # slowly than the GPU runs it shows there, not in the kernels' times)
+        print(f"  step span / {per_step} {mean(spans) / per_step:8.1f} us per layer, of which idle between "
+              f"steps {mean(idle) / per_step:6.1f}")
         return
     print(f"== {label}: {len(calls)} calls")
     for k in sorted(names):

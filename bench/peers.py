@@ -48,13 +48,18 @@ def call_ms(fn, q, operands) -> float:
 STEP_TIMING = dict(calls=3, reps=5)
 
 
-def step_us(fn, qs, operands, per_step=None, **timing) -> float:
-    """Per-layer time (us) of one jit that calls fn(q, *operands) once per q in qs (a serving step);
+def step_fn(fn, per_step=None):
+    """One jit of a serving step, step(qs, *operands): fn(q, *operands) once per q in qs;
     per_step(*operands) -> keyword arguments made once per step for every call (an MLA plan)."""
     def step(qs, *ops):
         kw = per_step(*ops) if per_step is not None else {}
         return tuple(fn(q, *ops, **kw) for q in qs)
-    return device_ms(jax.jit(step), qs, *operands, **{**STEP_TIMING, **timing}) * 1e3 / len(qs)
+    return jax.jit(step)
+
+
+def step_us(fn, qs, operands, per_step=None, **timing) -> float:
+    """Per-layer time (us) of step_fn(fn, per_step) over the layers' queries qs."""
+    return device_ms(step_fn(fn, per_step), qs, *operands, **{**STEP_TIMING, **timing}) * 1e3 / len(qs)
 
 
 def rel_err(out, ref) -> float:
@@ -212,15 +217,22 @@ def flashmla_sparse_call(cfg, args, scale: float):
     return call, t_qs
 
 
+def flashmla_step_graph(call, t_qs):
+    """A serving step of FlashMLA: one CUDA graph of call(t_q) for each layer's queries (its
+    metadata filled by an earlier call, as a serving stack makes it once per step)."""
+    import torch
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for t_q in t_qs:
+            call(t_q)
+    return graph
+
+
 def _flashmla_timed(call, t_qs):
     """Output, per-call ms and per-layer us (one CUDA graph of 32 calls) of a FlashMLA call."""
     import torch
     out, _ = call(t_qs[0])  # fills the scheduling metadata, reused by every later call
     torch.cuda.synchronize()
     result = {"out": np.asarray(out.float().cpu()), "ms": _torch_ms(lambda: call(t_qs[0]))}
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for t_q in t_qs:
-            call(t_q)
-    result["step_us"] = _torch_ms(graph.replay, **STEP_TIMING) * 1e3 / LAYERS
+    result["step_us"] = _torch_ms(flashmla_step_graph(call, t_qs).replay, **STEP_TIMING) * 1e3 / LAYERS
     return result, None

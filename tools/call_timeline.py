@@ -75,11 +75,9 @@ def step_timeline(name, n_steps, flashmla):
         raise SystemExit(f"--step takes dense MLA configs ({name} is not one)")
     q_nope, *ops = operands
     qs = peers.layer_queries(q_nope)
-
-    def step(qs, *ops):
-        plan = jaxpaged.mla_decode_plan(ops[3], ops[4], num_heads=cfg.heads, page_size=cfg.page, s_q=cfg.s_q)
-        return tuple(fn(q, *ops, plan=plan)[0] for q in qs)
-    step = jax.jit(step)
+    # (ops: q_pe, ckv, kpe, kv_lens, block_tables; the plan made once per step, as bench.py's)
+    step = peers.step_fn(lambda q, *ops, plan: fn(q, *ops, plan=plan)[0], lambda *ops: dict(
+        plan=jaxpaged.mla_decode_plan(ops[3], ops[4], num_heads=cfg.heads, page_size=cfg.page, s_q=cfg.s_q)))
     report(f"{name} step of {len(qs)} layers", lambda n: jax.block_until_ready([step(qs, *ops) for _ in range(n)]),
            n_steps, per_step=len(qs))
     if flashmla:
@@ -90,10 +88,7 @@ def step_timeline(name, n_steps, flashmla):
             return
         call(t_qs[0])  # fills its metadata, reused by the graph's calls
         torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for t_q in t_qs:
-                call(t_q)
+        graph = peers.flashmla_step_graph(call, t_qs)
         report(f"{name} FlashMLA graph of {len(t_qs)} calls", lambda n: [graph.replay() for _ in range(n)],
                n_steps, per_step=len(t_qs))
 

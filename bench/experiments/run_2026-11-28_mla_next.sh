@@ -27,11 +27,7 @@ grep -E "mla_wgmma|mla_fp8|^==" "$OUT/timeline_h16.txt" | cut -c1-120
 cd "$R"
 trace_report /tmp/trace_head /tmp/tr_head.bin "$OUT/trace_seq_head.txt" 128 64 4096
 grep -E "^block|WG0 from" "$OUT/trace_seq_head.txt" | head -4
-cd /tmp
 for v in head store; do
-  echo "== ctx scan, $v"
-  PYTHONPATH=/tmp/ab_$v:/tmp/site timeout $(( 590 - ($(date +%s) - start) )) \
-    python3 "$R/bench/experiments/mla_ctx_scan.py" 2>&1 | grep -E "^(mla|fit|  )" > "$OUT/ctx_scan_$v.log"
-  grep -E "^(fit|  )" "$OUT/ctx_scan_$v.log"
+  CTX_SCAN_LIMIT=$(( 590 - ($(date +%s) - start) )) ctx_scan $v
 done
 echo "total $(( $(date +%s) - start )) s"

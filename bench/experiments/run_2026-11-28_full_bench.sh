@@ -2,7 +2,8 @@
 # The full bench on HEAD in two calls on one warm machine: PART=1 builds (sm_90a) into /tmp/jp and
 # runs bench.py --part 1/2; PART=2 reuses that build (rebuilding only if the machine is fresh) and
 # runs --part 2/2. Records in $OUT/part$PART; merge here with
-# `python3 bench/bench.py --out bench --merge <the two h100.json>` (as session 31 did).
+# `python3 bench/bench.py --out /tmp/merged --merge <the two h100.json>` (h100.json, the plot and a
+# table-only RESULTS.md: copy the first two into bench/results, the table into bench/RESULTS.md).
 #   run tool: command "PART=1 bash bench/experiments/run_2026-11-28_full_bench.sh", carry [".whl"]
 set -uo pipefail
 source bench/experiments/run_lib.sh
@@ -14,7 +15,6 @@ if [[ ! -d /tmp/jp/jaxpaged ]]; then
     > /tmp/build.log 2>&1 || { tail -20 /tmp/build.log; echo "BUILD FAILED"; exit 1; }
   echo "build: $(( $(date +%s) - start )) s"
 fi
-git log -1 --format=%h > "$OUT/commit.txt" 2>/dev/null
 R=$(pwd)
 cd /tmp
 PYTHONPATH=/tmp/jp:$PYTHONPATH timeout $(( 590 - ($(date +%s) - start) )) python3 "$R/bench/bench.py" \

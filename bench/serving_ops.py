@@ -46,21 +46,23 @@ def _write_flat(k, v, k_new, v_new, slots, *, unique, **fp8):
     return tuple(out)
 
 
-def _write_rows_kernel(*args, **kw):
-    """write_kv through the jaxpaged_write_rows FFI kernel (JAXPAGED_WRITE_IMPL=rows)."""
-    from jaxpaged import cache_write
-    saved, cache_write.WRITE_IMPL = cache_write.WRITE_IMPL, "rows"
-    try:
-        return jaxpaged.write_kv(*args, **kw)
-    finally:
-        cache_write.WRITE_IMPL = saved
+def _with_impl(impl, **extra):
+    """write_kv through one implementation of the write (jaxpaged.cache_write.WRITE_IMPL)."""
+    def write(*args, **kw):
+        from jaxpaged import cache_write
+        saved, cache_write.WRITE_IMPL = cache_write.WRITE_IMPL, impl
+        try:
+            return jaxpaged.write_kv(*args, **kw, **extra)
+        finally:
+            cache_write.WRITE_IMPL = saved
+    return write
 
 
 VARIANTS = {
-    "write_kv": jaxpaged.write_kv,
+    "write_kv": jaxpaged.write_kv,  # the default (the write_rows kernel)
     "write_kv_unique": lambda *a, **kw: jaxpaged.write_kv(*a, unique_slots=True, **kw),
-    "rows_kernel": _write_rows_kernel,
-    "rows_kernel_unique": lambda *a, **kw: _write_rows_kernel(*a, unique_slots=True, **kw),
+    "scatter": _with_impl("scatter"),
+    "scatter_unique": _with_impl("scatter", unique_slots=True),
     "flat": lambda *a, **kw: _write_flat(*a, unique=False, **kw),
     "flat_unique": lambda *a, **kw: _write_flat(*a, unique=True, **kw),
 }
@@ -81,7 +83,8 @@ def write_kv_time(cache_gib: float, dtype, variant: str = "write_kv", tokens: in
     rng = np.random.default_rng(0)
     k = jnp.zeros((pages, PAGE, HKV, D), dtype)
     v = jnp.zeros((pages, PAGE, HKV, D), dtype)
-    new = jnp.asarray(rng.standard_normal((tokens, HKV, D)), jnp.bfloat16)
+    new_k = jnp.asarray(rng.standard_normal((tokens, HKV, D)), jnp.bfloat16)
+    new_v = jnp.asarray(rng.standard_normal((tokens, HKV, D)), jnp.bfloat16)
     if slot_pattern == "pages":
         chosen = rng.choice(pages, -(-tokens // PAGE), replace=False)
         slots = jnp.asarray((chosen[:, None] * PAGE + np.arange(PAGE)).reshape(-1)[:tokens], jnp.int32)
@@ -90,7 +93,7 @@ def write_kv_time(cache_gib: float, dtype, variant: str = "write_kv", tokens: in
     fp8 = dict(k_scale=0.05, v_scale=0.05) if itemsize == 1 else {}
 
     def writes(k, v):
-        body = lambda i, kv: VARIANTS[variant](*kv, new, new, slots, **fp8)  # noqa: E731
+        body = lambda i, kv: VARIANTS[variant](*kv, new_k, new_v, slots, **fp8)  # noqa: E731
         # Unrolled: a rolled loop is an XLA while loop, and session 11 measured 20-31 us per
         # iteration even for 64-token writes - the loop's own per-iteration cost, charged to every
         # write. The chain of writes still updates the donated caches in place.
@@ -106,7 +109,7 @@ def write_kv_time(cache_gib: float, dtype, variant: str = "write_kv", tokens: in
     moved = 2 * tokens * HKV * D * (2 + itemsize)  # K and V: new rows read (bf16), cache rows written
     # Correctness spot check: the last written rows are the new values (quantized for fp8).
     got = np.asarray(k.reshape(-1, HKV, D)[slots[:4]].astype(jnp.float32))
-    want = np.asarray(new[:4].astype(jnp.float32))
+    want = np.asarray(new_k[:4].astype(jnp.float32))
     err = float(np.max(np.abs(got * (0.05 if itemsize == 1 else 1.0) - want)))
     return {"variant": variant, "tokens": tokens, "cache_gib": cache_gib, "dtype": jnp.dtype(dtype).name,
             "slots": slot_pattern, "us": us,

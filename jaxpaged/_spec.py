@@ -33,6 +33,7 @@ class OpSpec:
 
     name: str                  # FFI target "jaxpaged_<name>"
     gpu_dtypes = GPU_DTYPES    # dtypes of the first operand the GPU kernels take
+    operand_output_aliases: dict[int, int] | None = None  # operand -> result updated in place
     primitive: Primitive       # the outer primitive, set by define()
 
     def abstract_eval(self, *avals, **params):
@@ -87,8 +88,10 @@ def _make_primitive(name: str, abstract_eval) -> Primitive:
 
 
 def _register_ffi_lowerings(prim: Primitive, target: str, spec: OpSpec) -> None:
+    aliases = spec.operand_output_aliases
+
     def lower_cpu(ctx, *args, **params):
-        return jax.ffi.ffi_lowering(target)(ctx, *args, **_ffi_attrs(params))
+        return jax.ffi.ffi_lowering(target, operand_output_aliases=aliases)(ctx, *args, **_ffi_attrs(params))
 
     mlir.register_lowering(prim, lower_cpu, platform="cpu")
     if _extension.GPU_LOWERING_PLATFORM is None:
@@ -109,7 +112,7 @@ def _register_ffi_lowerings(prim: Primitive, target: str, spec: OpSpec) -> None:
         nbytes = max(spec.workspace_bytes(ctx.avals_in, params, d) for d in _gpu_ordinals(ctx))
         ws_aval = jax.core.ShapedArray((max(-(-nbytes // 4), 1),), jnp.float32)
         ctx = ctx.replace(avals_out=[*ctx.avals_out, ws_aval])
-        results = jax.ffi.ffi_lowering(target)(ctx, *args, **_ffi_attrs(params))
+        results = jax.ffi.ffi_lowering(target, operand_output_aliases=aliases)(ctx, *args, **_ffi_attrs(params))
         return results[:-1]
 
     mlir.register_lowering(prim, lower_gpu, platform=_extension.GPU_LOWERING_PLATFORM)

@@ -20,14 +20,60 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxpaged import _checks, _fp8
+from jaxpaged import _checks, _fp8, _spec
 from jaxpaged.paged_attention import KV_LAYOUTS
 
 LATENT_DIM, ROPE_DIM = 512, 64
 _CACHE_DTYPES = _checks.FLOAT_DTYPES + _fp8.FP8_DTYPES
 
 
-WRITE_IMPL = os.environ.get("JAXPAGED_WRITE_IMPL", "scatter")  # "scatter" or "rows" (read per call)
+WRITE_IMPL = os.environ.get("JAXPAGED_WRITE_IMPL", "rows")  # "rows" or "scatter" (read per call)
+
+
+class _WriteRows(_spec.OpSpec):
+    """Operands: a cache [P, page_size, H, W] (layout 0) or [P, H, page_size, W] (layout 1), rows
+    [N, H, W] of the cache's dtype, slots int32 [N] (page * page_size + offset; outside [0, P *
+    page_size): skipped). Param: layout. Result: the cache with each row at its slot, the cache
+    operand aliased to it (updated in place when the caller donates it). Of two rows naming one
+    slot either may land (write_kv orders duplicates first)."""
+
+    name = "write_rows"
+    gpu_dtypes = tuple(np.dtype(d) for d in _CACHE_DTYPES) + (np.dtype(np.uint8),)
+    operand_output_aliases = {0: 0}
+
+    def abstract_eval(self, cache, rows, slots, *, layout):
+        if cache.ndim != 4 or layout not in (0, 1):
+            raise ValueError(f"write_rows needs a 4-d cache and layout 0 or 1; got {cache.shape}, {layout}")
+        heads = cache.shape[2 - layout]
+        if rows.shape != (slots.shape[0], heads, cache.shape[3]) or rows.dtype != cache.dtype:
+            raise ValueError(f"write_rows' rows must be {cache.dtype}[N, {heads}, {cache.shape[3]}]; got "
+                             f"{rows.dtype}{list(rows.shape)}")
+        _checks.check_int32("slot_mapping", slots, slots.shape, "[N]")
+        return (jax.core.ShapedArray(cache.shape, cache.dtype),)
+
+    def workspace_bytes(self, avals_in, params, device):
+        return 0
+
+    def batch(self, args, dims, **params):
+        return _spec.map_instances(self.primitive, args, dims, **params)
+
+    def sharding_rule(self, avals_in, params):
+        """Factor h, the heads, may be split (the caches' KV-head axis with the rows' head axis:
+        tensor parallelism); the page axis stays whole, since slots index the whole cache."""
+        cache = "p h s w" if params["layout"] else "p s h w"
+        heads_dim, num_heads = 2 - params["layout"], avals_in[0].shape[2 - params["layout"]]
+
+        def plan(spec_of, fits):
+            heads = spec_of(0, heads_dim)
+            if heads is not None and not fits(heads, num_heads):
+                heads = None
+            cache_spec = [None] * 4
+            cache_spec[heads_dim] = heads
+            return [tuple(cache_spec), (None, heads, None), (None,)], [tuple(cache_spec)]
+        return f"{cache}, n h w, n -> {cache}", {}, ["p", "s", "w", "n"], plan
+
+
+write_rows_p = _spec.define(_WriteRows())
 
 
 def last_writer_slots(slots, num_slots: int):
@@ -63,9 +109,8 @@ def _writer(slot_mapping, num_new: int, num_pages: int, page_size: int, hnd: boo
         def put(cache, rows):
             four = cache if cache.ndim == 4 else cache.reshape(cache.shape[:2] + (1,) + cache.shape[2:])
             rows = rows if rows.ndim == 3 else rows[:, None]
-            call = jax.ffi.ffi_call("jaxpaged_write_rows", jax.ShapeDtypeStruct(four.shape, four.dtype),
-                                    input_output_aliases={0: 0}, vmap_method="sequential")
-            return call(four, rows, slots, layout=np.int32(hnd)).reshape(cache.shape)
+            (out,) = write_rows_p.bind(four, rows, slots, layout=int(hnd))
+            return out.reshape(cache.shape)
         return put
     # XLA scatter over the cache viewed as [slots, row] (NHD, MLA: a free reshape) or by (page,
     # offset) (HND). Every index is distinct - valid slots after the dedup above, and invalid token

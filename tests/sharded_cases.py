@@ -193,6 +193,27 @@ def mla_cases(mesh):
           ("dp", None, "tp"), mesh)
 
 
+def write_cases(mesh):
+    """write_kv with the caches and new tokens split over KV heads (tp): each device writes its own
+    heads' rows, no collective. (check compares both results: the k and the v cache.)"""
+    for layout, kv_dim in (("NHD", 2), ("HND", 1)):
+        _, k, v, _, _ = paged_inputs(layout)
+        n = 20
+        new_k = jnp.asarray(rng.standard_normal((n, 2, 64)), jnp.float32)
+        new_v = jnp.asarray(rng.standard_normal((n, 2, 64)), jnp.float32)
+        slots = jnp.asarray(np.concatenate([rng.permutation(k.shape[0] * 16)[: n - 2], [-1, 10**6]]), jnp.int32)
+        cache = [None] * 4
+        cache[kv_dim] = "tp"
+
+        def op(*a, layout=layout):
+            return jaxpaged.write_kv(*a, kv_layout=layout, unique_slots=True)
+
+        def ref(*a, layout=layout):
+            return reference.write_kv(*a, kv_layout=layout)
+        check(f"write_kv {layout}, heads on tp", op, ref, (k, v, new_k, new_v, slots),
+              [cache, cache, (None, "tp", None), (None, "tp", None), None], tuple(cache), mesh)
+
+
 def uneven_split_case():
     """A split that does not divide: 4-way tp over 2 KV heads (q's 8 heads do split 4 ways, but not
     in whole GQA groups). The op then computes the heads whole (gathering q), still exactly."""
@@ -212,6 +233,7 @@ if __name__ == "__main__":
     for m in meshes():
         paged_cases(m)
         mla_cases(m)
+        write_cases(m)
     if len(devices) >= 4:
         uneven_split_case()
     print("all sharded cases match the reference")

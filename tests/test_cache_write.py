@@ -125,6 +125,25 @@ def test_donated_caches_are_updated_in_place(rng):
     assert "input_output_alias" in hlo and "copy(" not in hlo.split("ENTRY")[-1]
 
 
+@pytest.mark.parametrize("shared_cache", [False, True])
+def test_vmap_writes_each_instance(rng, shared_cache):
+    """vmap over instances: each writes its own tokens into its own cache (or into a copy of one
+    shared cache), as the instances written one by one."""
+    n = 3
+    shape = (P, PAGE, HKV, D)
+    k = _cache(rng, shape if shared_cache else (n,) + shape, "bfloat16")
+    v = _cache(rng, shape if shared_cache else (n,) + shape, "bfloat16")
+    new = jnp.asarray(rng.standard_normal((n, 5, HKV, D)), jnp.bfloat16)
+    slots = np.stack([_slots(rng, 2) for _ in range(n)])
+    axes = None if shared_cache else 0
+    got_k, got_v = jax.jit(jax.vmap(jaxpaged.write_kv, in_axes=(axes, axes, 0, 0, 0)))(k, v, new, new * 2, slots)
+    for i in range(n):
+        ki, vi = (k, v) if shared_cache else (k[i], v[i])
+        want_k, want_v = reference.write_kv(ki, vi, new[i], new[i] * 2, jnp.asarray(slots[i]))
+        np.testing.assert_array_equal(_bits(got_k[i]), _bits(want_k))
+        np.testing.assert_array_equal(_bits(got_v[i]), _bits(want_v))
+
+
 MLA_FORMATS = [  # (ckv width, ckv dtype, kpe dtype or None)
     (512, "bfloat16", "bfloat16"), (512, "float8_e4m3fn", "bfloat16"), (576, "bfloat16", None),
     (576, "float8_e4m3fn", None), (576, "float32", None), (656, "uint8", None)]

@@ -3,7 +3,8 @@
 - write_kv of 16K new tokens (a prefill chunk) or 64 (one decode step) (Hkv 8, D 128) into a bf16
   or fp8 cache of 4 or 16 GiB (K + V), with and without the unique_slots promise,
   the caches donated and carried through an unrolled chain of writes in one jit (so every write is in
-  place, and no while loop's per-iteration host round trip is charged to the writes);
+  place, and no while loop's per-iteration host round trip is charged to the writes), per write the
+  difference between chains of 25 and 5 writes over 20 (steady state: a call's fixed cost cancels);
   bandwidth counts the bytes read (new K/V) and written (cache rows);
 - the cost of sinks on decode_b64_ctx4k (Hq 32, Hkv 8, D 128, 64 x 4096 keys): per call, and per
   layer inside one jit of 32 layers.
@@ -28,6 +29,7 @@ from jaxpaged._timing import device_ms
 
 HKV, D, PAGE = 8, 128, 16
 WRITES_PER_CALL = 20
+SHORT_CHAIN = 5
 
 
 def _write_flat(k, v, k_new, v_new, slots, *, unique, **fp8):
@@ -92,20 +94,28 @@ def write_kv_time(cache_gib: float, dtype, variant: str = "write_kv", tokens: in
         slots = jnp.asarray(rng.choice(pages * PAGE, tokens, replace=False), jnp.int32)
     fp8 = dict(k_scale=0.05, v_scale=0.05) if itemsize == 1 else {}
 
-    def writes(k, v):
-        body = lambda i, kv: VARIANTS[variant](*kv, new_k, new_v, slots, **fp8)  # noqa: E731
-        # Unrolled: a rolled loop is an XLA while loop, and session 11 measured 20-31 us per
-        # iteration even for 64-token writes - the loop's own per-iteration cost, charged to every
-        # write. The chain of writes still updates the donated caches in place.
-        return jax.lax.fori_loop(0, WRITES_PER_CALL, body, (k, v), unroll=True)
-    writes = jax.jit(writes, donate_argnums=(0, 1))
-    k, v = jax.block_until_ready(writes(k, v))
-    times = []
-    for _ in range(5):
-        start = time.perf_counter()
-        k, v = jax.block_until_ready(writes(k, v))
-        times.append((time.perf_counter() - start) / WRITES_PER_CALL)
-    us = float(np.median(times)) * 1e6
+    def chain(n):
+        def writes(k, v, new_k, new_v, slots):
+            body = lambda i, kv: VARIANTS[variant](*kv, new_k, new_v, slots, **fp8)  # noqa: E731
+            # Unrolled: a rolled loop is an XLA while loop, and session 11 measured 20-31 us per
+            # iteration even for 64-token writes - the loop's own per-iteration cost, charged to
+            # every write. The chain still updates the donated caches in place. The slots and rows
+            # are arguments: as constants, XLA folded the duplicate sort away at compile time.
+            return jax.lax.fori_loop(0, n, body, (k, v), unroll=True)
+        return jax.jit(writes, donate_argnums=(0, 1))
+    # Steady state per write: chains of SHORT and SHORT + WRITES_PER_CALL writes, the difference of
+    # their medians over WRITES_PER_CALL (a call's fixed cost - dispatch, sync - cancels out).
+    medians = {}
+    for n in (SHORT_CHAIN, SHORT_CHAIN + WRITES_PER_CALL):
+        writes = chain(n)
+        k, v = jax.block_until_ready(writes(k, v, new_k, new_v, slots))
+        times = []
+        for _ in range(7):
+            start = time.perf_counter()
+            k, v = jax.block_until_ready(writes(k, v, new_k, new_v, slots))
+            times.append(time.perf_counter() - start)
+        medians[n] = float(np.median(times))
+    us = (medians[SHORT_CHAIN + WRITES_PER_CALL] - medians[SHORT_CHAIN]) / WRITES_PER_CALL * 1e6
     moved = 2 * tokens * HKV * D * (2 + itemsize)  # K and V: new rows read (bf16), cache rows written
     # Correctness spot check: the last written rows are the new values (quantized for fp8).
     got = np.asarray(k.reshape(-1, HKV, D)[slots[:4]].astype(jnp.float32))

@@ -6,7 +6,8 @@ Each op gets two primitives:
   impl, batching rule (`spec.batch`), and a lowering through the sharding rule
   (`spec.sharding_rule`, see jaxpaged/_sharding.py);
 - the inner one, `jaxpaged_<name>_ffi`, which lowers to the FFI target `jaxpaged_<name>` on CPU and
-  GPU. On GPU the call gets one more result the primitive does not expose: the kernels' workspace,
+  GPU. On GPU the call gets one more result the primitive does not expose (unless
+  `spec.gpu_workspace` is False, for a kernel that needs none): the kernels' workspace,
   whose size the extension computes (`spec.workspace_bytes`; the layout is C++'s alone). Scratch
   passed as a result is what keeps the call safe inside command buffers (no allocation in the
   handler).
@@ -33,12 +34,16 @@ class OpSpec:
 
     name: str                  # FFI target "jaxpaged_<name>"
     gpu_dtypes = GPU_DTYPES    # dtypes of the first operand the GPU kernels take
-    operand_output_aliases: dict[int, int] | None = None  # operand -> result updated in place
+    gpu_workspace = True       # whether the GPU call gets a workspace result (workspace_bytes)
     primitive: Primitive       # the outer primitive, set by define()
 
     def abstract_eval(self, *avals, **params):
         """Shape/dtype rule: the results' ShapedArrays; ValueError naming the argument on bad input."""
         raise NotImplementedError
+
+    def operand_output_aliases(self, avals_in, params) -> dict[int, int] | None:
+        """Operands the call updates in place: {operand index: result index}, or None."""
+        return None
 
     def gpu_unsupported(self, avals_in, params) -> str | None:
         """Why the GPU kernels cannot run a call with these operands (a ValueError at lowering),
@@ -88,9 +93,8 @@ def _make_primitive(name: str, abstract_eval) -> Primitive:
 
 
 def _register_ffi_lowerings(prim: Primitive, target: str, spec: OpSpec) -> None:
-    aliases = spec.operand_output_aliases
-
     def lower_cpu(ctx, *args, **params):
+        aliases = spec.operand_output_aliases(ctx.avals_in, params)
         return jax.ffi.ffi_lowering(target, operand_output_aliases=aliases)(ctx, *args, **_ffi_attrs(params))
 
     mlir.register_lowering(prim, lower_cpu, platform="cpu")
@@ -109,11 +113,13 @@ def _register_ffi_lowerings(prim: Primitive, target: str, spec: OpSpec) -> None:
         if target not in _extension.GPU_TARGETS:
             raise ValueError(f"jaxpaged: {prim.name} has no {_extension.GPU_PLATFORM} kernel in this build "
                              "(it runs on CPU)")
+        lower = jax.ffi.ffi_lowering(target, operand_output_aliases=spec.operand_output_aliases(ctx.avals_in, params))
+        if not spec.gpu_workspace:
+            return lower(ctx, *args, **_ffi_attrs(params))
         nbytes = max(spec.workspace_bytes(ctx.avals_in, params, d) for d in _gpu_ordinals(ctx))
         ws_aval = jax.core.ShapedArray((max(-(-nbytes // 4), 1),), jnp.float32)
         ctx = ctx.replace(avals_out=[*ctx.avals_out, ws_aval])
-        results = jax.ffi.ffi_lowering(target, operand_output_aliases=aliases)(ctx, *args, **_ffi_attrs(params))
-        return results[:-1]
+        return lower(ctx, *args, **_ffi_attrs(params))[:-1]
 
     mlir.register_lowering(prim, lower_gpu, platform=_extension.GPU_LOWERING_PLATFORM)
 

@@ -31,35 +31,43 @@ WRITE_IMPL = os.environ.get("JAXPAGED_WRITE_IMPL", "rows")  # "rows" or "scatter
 
 
 class _WriteRows(_spec.OpSpec):
-    """Operands: a cache [P, page_size, H, W] (layout 0) or [P, H, page_size, W] (layout 1), rows
-    [N, H, W] of the cache's dtype, slots int32 [N] (page * page_size + offset; outside [0, P *
-    page_size): skipped). Param: layout. Result: the cache with each row at its slot, the cache
-    operand aliased to it (updated in place when the caller donates it). Of two rows naming one
-    slot either may land (write_kv orders duplicates first)."""
+    """Operands: k = 1 or 2 caches (write_kv's K and V in one call), each [P, page_size, H, W]
+    (layout 0) or [P, H, page_size, W] (layout 1); their rows, each [N, H, W] of its cache's dtype;
+    slots int32 [N] (page * page_size + offset; outside [0, P * page_size): skipped). Param:
+    layout. Results: the caches with each row at its slot, cache i aliased to result i (updated in
+    place when the caller donates it). Of two rows naming one slot either may land (write_kv orders
+    duplicates first)."""
 
     name = "write_rows"
     gpu_dtypes = tuple(np.dtype(d) for d in _CACHE_DTYPES) + (np.dtype(np.uint8),)
-    operand_output_aliases = {0: 0}
+    gpu_workspace = False  # (the GPU handler binds the caches as its only results)
 
-    def abstract_eval(self, cache, rows, slots, *, layout):
-        if cache.ndim != 4 or layout not in (0, 1):
-            raise ValueError(f"write_rows needs a 4-d cache and layout 0 or 1; got {cache.shape}, {layout}")
-        heads = cache.shape[2 - layout]
-        if rows.shape != (slots.shape[0], heads, cache.shape[3]) or rows.dtype != cache.dtype:
-            raise ValueError(f"write_rows' rows must be {cache.dtype}[N, {heads}, {cache.shape[3]}]; got "
-                             f"{rows.dtype}{list(rows.shape)}")
+    def abstract_eval(self, *operands, layout):
+        k = (len(operands) - 1) // 2
+        caches, rows, slots = operands[:k], operands[k:2 * k], operands[-1]
+        if k not in (1, 2) or len(operands) != 2 * k + 1 or layout not in (0, 1):
+            raise ValueError(f"write_rows takes 1 or 2 caches, their rows and the slots, layout 0 or 1; got "
+                             f"{len(operands)} operands, layout {layout}")
+        for cache, row in zip(caches, rows):
+            heads = cache.shape[2 - layout] if cache.ndim == 4 else -1
+            if cache.ndim != 4 or row.shape != (slots.shape[0], heads, cache.shape[3]) or row.dtype != cache.dtype:
+                raise ValueError(f"write_rows needs a 4-d cache and rows of its dtype [N, H, W]; got "
+                                 f"{cache.dtype}{list(cache.shape)} and {row.dtype}{list(row.shape)}")
         _checks.check_int32("slot_mapping", slots, slots.shape, "[N]")
-        return (jax.core.ShapedArray(cache.shape, cache.dtype),)
+        return tuple(jax.core.ShapedArray(c.shape, c.dtype) for c in caches)
 
-    def workspace_bytes(self, avals_in, params, device):
-        return 0
+    def operand_output_aliases(self, avals_in, params):
+        return {i: i for i in range((len(avals_in) - 1) // 2)}
 
     def batch(self, args, dims, **params):
         return _spec.map_instances(self.primitive, args, dims, **params)
 
     def sharding_rule(self, avals_in, params):
         """Factor h, the heads, may be split (the caches' KV-head axis with the rows' head axis:
-        tensor parallelism); the page axis stays whole, since slots index the whole cache."""
+        tensor parallelism); the page axis stays whole, since slots index the whole cache. The
+        caches share factors: write_kv's K and V have one shape (a pair of unequal caches, as
+        write_mla_kv's, is written in two calls)."""
+        k = (len(avals_in) - 1) // 2
         cache = "p h s w" if params["layout"] else "p s h w"
         heads_dim, num_heads = 2 - params["layout"], avals_in[0].shape[2 - params["layout"]]
 
@@ -69,8 +77,10 @@ class _WriteRows(_spec.OpSpec):
                 heads = None
             cache_spec = [None] * 4
             cache_spec[heads_dim] = heads
-            return [tuple(cache_spec), (None, heads, None), (None,)], [tuple(cache_spec)]
-        return f"{cache}, n h w, n -> {cache}", {}, ["p", "s", "w", "n"], plan
+            cache_spec = tuple(cache_spec)
+            return [cache_spec] * k + [(None, heads, None)] * k + [(None,)], [cache_spec] * k
+        rule = ", ".join([cache] * k + ["n h w"] * k + ["n"]) + " -> " + ", ".join([cache] * k)
+        return rule, {}, ["p", "s", "w", "n"], plan
 
 
 write_rows_p = _spec.define(_WriteRows())
@@ -95,9 +105,10 @@ def last_writer_slots(slots, num_slots: int):
 
 def _writer(slot_mapping, num_new: int, num_pages: int, page_size: int, hnd: bool = False,
             unique_slots: bool = False):
-    """put(cache, rows): the cache with rows (its dtype; [N, ...] shaped like one slot's contents)
-    at their slots, those outside [0, num_pages * page_size) skipped, of tokens naming one slot the
-    last (unless unique_slots promises there are none). hnd: a [P, Hkv, page, D] cache."""
+    """put(cache, rows[, cache_b, rows_b]) -> (cache, [cache_b]): each cache with its rows (its
+    dtype; [N, ...] shaped like one slot's contents) at their slots, those outside
+    [0, num_pages * page_size) skipped, of tokens naming one slot the last (unless unique_slots
+    promises there are none). hnd: [P, Hkv, page, D] caches."""
     slots = _checks.index_array("slot_mapping", slot_mapping, out_of_range=-1)
     if slots.shape != (num_new,):
         raise ValueError(f"slot_mapping must have shape [N] = ({num_new},); got {slots.shape}")
@@ -106,11 +117,16 @@ def _writer(slot_mapping, num_new: int, num_pages: int, page_size: int, hnd: boo
     if not unique_slots:
         slots = last_writer_slots(slots, num_pages * page_size)
     if WRITE_IMPL == "rows":
-        def put(cache, rows):
-            four = cache if cache.ndim == 4 else cache.reshape(cache.shape[:2] + (1,) + cache.shape[2:])
-            rows = rows if rows.ndim == 3 else rows[:, None]
-            (out,) = write_rows_p.bind(four, rows, slots, layout=int(hnd))
-            return out.reshape(cache.shape)
+        def put(*pairs):
+            """put(cache, rows) or put(cache_a, rows_a, cache_b, rows_b): one call (one launch)
+            for caches of one shape, else one each."""
+            caches, rows = pairs[0::2], pairs[1::2]
+            if len(caches) == 2 and caches[0].shape != caches[1].shape:
+                return put(*pairs[:2]) + put(*pairs[2:])
+            four = [c if c.ndim == 4 else c.reshape(c.shape[:2] + (1,) + c.shape[2:]) for c in caches]
+            rows = [r if r.ndim == 3 else r[:, None] for r in rows]
+            out = write_rows_p.bind(*four, *rows, slots, layout=int(hnd))
+            return tuple(o.reshape(c.shape) for o, c in zip(out, caches))
         return put
     # XLA scatter over the cache viewed as [slots, row] (NHD, MLA: a free reshape) or by (page,
     # offset) (HND). Every index is distinct - valid slots after the dedup above, and invalid token
@@ -123,7 +139,7 @@ def _writer(slot_mapping, num_new: int, num_pages: int, page_size: int, hnd: boo
     if hnd:
         page = jnp.where(valid, slots // page_size, num_pages + token)
         offset = jnp.where(valid, slots % page_size, 0)
-        return lambda cache, rows: cache.at[page, :, offset].set(rows, mode="drop", unique_indices=True)
+        return _each(lambda cache, rows: cache.at[page, :, offset].set(rows, mode="drop", unique_indices=True))
     distinct = num_slots + n <= np.iinfo(np.int32).max  # else the invalid share one index
     index = jnp.where(valid, slots, num_slots + token if distinct else num_slots)
 
@@ -132,7 +148,12 @@ def _writer(slot_mapping, num_new: int, num_pages: int, page_size: int, hnd: boo
         flat = cache.reshape(num_slots, row).at[index].set(rows.reshape(n, row), mode="drop",
                                                            unique_indices=distinct)
         return flat.reshape(cache.shape)
-    return put
+    return _each(put)
+
+
+def _each(put_one):
+    """put(cache, rows, ...) -> tuple: put_one applied to each (cache, rows) pair."""
+    return lambda *pairs: tuple(put_one(c, r) for c, r in zip(pairs[0::2], pairs[1::2]))
 
 
 def _check_cache(name: str, cache, rank: int, expected: str):
@@ -203,7 +224,7 @@ def write_kv(k_cache, v_cache, k_new, v_new, slot_mapping, *, k_scale=None, v_sc
     put = _writer(slot_mapping, num_new, num_pages, page_size, hnd=kv_layout == "HND", unique_slots=unique_slots)
     k_new = _stored("k_new", k_new, k_cache.dtype, k_scale, "k_scale")
     v_new = _stored("v_new", v_new, v_cache.dtype, v_scale, "v_scale")
-    return put(k_cache, k_new), put(v_cache, v_new)
+    return put(k_cache, k_new, v_cache, v_new)
 
 
 def write_mla_kv(ckv_cache, kpe_cache, ckv_new, kpe_new, slot_mapping, *, kv_scale=None, unique_slots=False):
@@ -237,15 +258,15 @@ def write_mla_kv(ckv_cache, kpe_cache, ckv_new, kpe_new, slot_mapping, *, kv_sca
         if kpe_cache.shape != (num_pages, page_size, ROPE_DIM) or _fp8.is_fp8(kpe_cache.dtype):
             raise ValueError(f"kpe_cache must be a 16/32-bit float [P, page_size, 64] = "
                              f"{(num_pages, page_size, ROPE_DIM)}; got {kpe_cache.dtype}{list(kpe_cache.shape)}")
-        return (put(ckv_cache, _stored("ckv_new", ckv_new, ckv_cache.dtype, kv_scale, "kv_scale")),
-                put(kpe_cache, kpe_new.astype(kpe_cache.dtype)))
+        return put(ckv_cache, _stored("ckv_new", ckv_new, ckv_cache.dtype, kv_scale, "kv_scale"),
+                   kpe_cache, kpe_new.astype(kpe_cache.dtype))
     if width == _fp8.DS_ROW_BYTES and ckv_cache.dtype == np.uint8:
         if kv_scale is not None:
             raise ValueError("kv_scale does not apply to the 656-byte cache (its rows carry their own scales)")
-        return put(ckv_cache, _fp8.pack_ds_rows(ckv_new, kpe_new)), None
+        return put(ckv_cache, _fp8.pack_ds_rows(ckv_new, kpe_new))[0], None
     if width != LATENT_DIM + ROPE_DIM:
         raise ValueError(f"ckv_cache must be [P, page_size, 576] or uint8 [P, page_size, 656] when kpe_cache "
                          f"is None; got {ckv_cache.dtype}{list(ckv_cache.shape)}")
     ckv_cache = _check_cache("ckv_cache", ckv_cache, 3, "[P, page_size, 576]")
     rows = jnp.concatenate([ckv_new.astype(jnp.float32), kpe_new.astype(jnp.float32)], axis=-1)
-    return put(ckv_cache, _stored("ckv_new", rows, ckv_cache.dtype, kv_scale, "kv_scale")), None
+    return put(ckv_cache, _stored("ckv_new", rows, ckv_cache.dtype, kv_scale, "kv_scale"))[0], None

@@ -78,6 +78,9 @@ inline Error compute_capability_major(int* major, int device) {
 inline Error memset_async(void* dst, int value, size_t bytes, gpuStream_t stream) {
   return JP_GPU_RT(MemsetAsync)(dst, value, bytes, stream);
 }
+inline Error memcpy_d2d_async(void* dst, const void* src, size_t bytes, gpuStream_t stream) {
+  return JP_GPU_RT(MemcpyAsync)(dst, src, bytes, JP_GPU_RT(MemcpyDeviceToDevice), stream);
+}
 // Dynamic shared memory above 48 KiB must be opted into per kernel.
 template <typename Kernel>
 Error allow_dynamic_smem(Kernel kernel, int bytes) {

@@ -7,47 +7,63 @@
 
 namespace jaxpaged {
 
-// The cache is [pages, page_size, heads, width] (layout 0) or [pages, heads, page_size, width]
-// (layout 1); rows are [N, heads, width] of the cache's dtype; the result is the cache (aliased).
+// Operands: k caches, then k rows, then the slots (k = 1 or 2, the number of results). Each
+// cache is [pages, page_size, heads, width] (layout 0) or [pages, heads, page_size, width] (layout
+// 1); its rows [N, heads, width] of its dtype; result i is cache i updated (aliased to it).
 inline auto write_rows_binding() {
   return ffi::Ffi::Bind()
-      .Arg<ffi::AnyBuffer>()          // cache
-      .Arg<ffi::AnyBuffer>()          // rows
-      .Arg<ffi::Buffer<ffi::S32>>()   // slots
+      .RemainingArgs()                // caches, rows, slots
       .Attr<int32_t>("layout")
-      .Ret<ffi::AnyBuffer>();         // the cache, updated
+      .RemainingRets();               // the caches, updated
 }
 
-inline ffi::Error decode_write_rows(ffi::AnyBuffer cache, ffi::AnyBuffer rows, ffi::Buffer<ffi::S32> slots,
-                                    int32_t layout, ffi::Result<ffi::AnyBuffer>& out, WriteRowsParams* p) {
-  JP_RETURN_IF_ERROR(check_rank(cache.dimensions(), 4, "cache"));
-  JP_RETURN_IF_ERROR(check_rank(rows.dimensions(), 3, "rows"));
-  JP_RETURN_IF_ERROR(check_rank(slots.dimensions(), 1, "slots"));
-  if (rows.element_type() != cache.element_type() || out->element_type() != cache.element_type()) {
-    return ffi::Error::InvalidArgument("jaxpaged: write_rows needs rows in the cache's dtype");
+// Decodes the call into one WriteRowsParams per cache (p[0 .. *count - 1]).
+inline ffi::Error decode_write_rows(ffi::RemainingArgs args, int32_t layout, ffi::RemainingRets rets,
+                                    WriteRowsParams* p, int* count) {
+  const int64_t k = int64_t(rets.size());
+  if (k < 1 || k > kWriteRowsMaxCaches || int64_t(args.size()) != 2 * k + 1) {
+    return ffi::Error::InvalidArgument("jaxpaged: write_rows takes 1 or 2 caches, as many rows and the slots");
   }
   if (layout != 0 && layout != 1) return ffi::Error::InvalidArgument("jaxpaged: write_rows layout must be 0 or 1");
-  if (out->untyped_data() != cache.untyped_data()) {
-    return ffi::Error::InvalidArgument("jaxpaged: write_rows' result must alias its cache operand");
+  auto slots = args.get<ffi::Buffer<ffi::S32>>(size_t(2 * k));
+  if (slots.has_error()) return ffi::Error::InvalidArgument("jaxpaged: write_rows needs int32 slots");
+  JP_RETURN_IF_ERROR(check_rank(slots->dimensions(), 1, "slots"));
+  for (int64_t i = 0; i < k; ++i) {
+    auto cache = args.get<ffi::AnyBuffer>(size_t(i));
+    auto rows = args.get<ffi::AnyBuffer>(size_t(k + i));
+    auto out = rets.get<ffi::AnyBuffer>(size_t(i));
+    if (cache.has_error() || rows.has_error() || out.has_error()) {
+      return ffi::Error::InvalidArgument("jaxpaged: write_rows' operands and results must be buffers");
+    }
+    JP_RETURN_IF_ERROR(check_rank(cache->dimensions(), 4, "cache"));
+    JP_RETURN_IF_ERROR(check_rank(rows->dimensions(), 3, "rows"));
+    const ffi::AnyBuffer& result = **out;
+    if (rows->element_type() != cache->element_type() || result.element_type() != cache->element_type()) {
+      return ffi::Error::InvalidArgument("jaxpaged: write_rows needs rows in the cache's dtype");
+    }
+    const auto cd = cache->dimensions(), rd = rows->dimensions();
+    const int64_t elt = int64_t(ffi::ByteWidth(cache->element_type()));
+    WriteRowsParams& q = p[i];
+    q.num_pages = cd[0];
+    q.page_size = layout == 0 ? cd[1] : cd[2];
+    q.heads = layout == 0 ? cd[2] : cd[1];
+    const int64_t width = cd[3];
+    q.num_rows = rd[0];
+    JP_RETURN_IF_ERROR(check_dim(rd[1], q.heads, "rows' heads"));
+    JP_RETURN_IF_ERROR(check_dim(rd[2], width, "rows' width"));
+    JP_RETURN_IF_ERROR(check_dim(slots->dimensions()[0], q.num_rows, "slots length"));
+    q.row_bytes = width * elt;
+    if (q.row_bytes % 16 != 0) return ffi::Error::InvalidArgument("jaxpaged: write_rows needs rows of 16k bytes");
+    q.head_stride = layout == 0 ? q.row_bytes : q.page_size * q.row_bytes;
+    q.slot_stride = layout == 0 ? q.heads * q.row_bytes : q.row_bytes;
+    q.page_stride = q.page_size * q.heads * q.row_bytes;
+    q.cache = result.untyped_data();
+    q.source = cache->untyped_data();
+    q.cache_bytes = q.num_pages * q.page_stride;
+    q.rows = rows->untyped_data();
+    q.slots = slots->typed_data();
   }
-  const auto cd = cache.dimensions(), rd = rows.dimensions();
-  const int64_t elt = int64_t(ffi::ByteWidth(cache.element_type()));
-  p->num_pages = cd[0];
-  p->page_size = layout == 0 ? cd[1] : cd[2];
-  p->heads = layout == 0 ? cd[2] : cd[1];
-  const int64_t width = cd[3];
-  p->num_rows = rd[0];
-  JP_RETURN_IF_ERROR(check_dim(rd[1], p->heads, "rows' heads"));
-  JP_RETURN_IF_ERROR(check_dim(rd[2], width, "rows' width"));
-  JP_RETURN_IF_ERROR(check_dim(slots.dimensions()[0], p->num_rows, "slots length"));
-  p->row_bytes = width * elt;
-  if (p->row_bytes % 16 != 0) return ffi::Error::InvalidArgument("jaxpaged: write_rows needs rows of 16k bytes");
-  p->head_stride = layout == 0 ? p->row_bytes : p->page_size * p->row_bytes;
-  p->slot_stride = layout == 0 ? p->heads * p->row_bytes : p->row_bytes;
-  p->page_stride = p->page_size * p->heads * p->row_bytes;
-  p->cache = out->untyped_data();
-  p->rows = rows.untyped_data();
-  p->slots = slots.typed_data();
+  *count = int(k);
   return ffi::Error::Success();
 }
 

@@ -1,10 +1,11 @@
-// GPU handler and kernel of the row scatter. The work is cut into units, a unit being what one
-// slot holds contiguously in the cache: a token's heads x row_bytes (layout 0, NHD) or one head's
-// row (layout 1, HND). A group of G lanes (a power of two: the fewest that cover a unit's 16-byte
-// chunks, at most a warp) copies one unit, each lane up to four chunks at a time, all loads before
-// the stores (several 16-byte reads in flight per lane). The slot is read and its offset computed
-// once per unit, not per chunk: the first kernel did both per 16-byte chunk with 64-bit divisions,
-// which made it instruction-bound (NOTES item 57).
+// GPU handler and kernel of the row scatter (one launch for the call's one or two caches:
+// blockIdx.y picks the cache). Each cache's work is cut into units, a unit being what one slot
+// holds contiguously in the cache: a token's heads x row_bytes (layout 0, NHD, or any cache whose
+// heads lie side by side) or one head's row (layout 1, HND). A group of G lanes (a power of two:
+// the fewest that cover a unit's 16-byte chunks, at most a warp) copies one unit, each lane up to
+// four chunks at a time, all loads before the stores (several 16-byte reads in flight a lane). The
+// slot is read and its offset computed once per unit: the first kernel did both per 16-byte chunk
+// with 64-bit divisions (NOTES item 57).
 #include "common/gpu_launch.h"
 #include "write_rows/ffi_binding.h"
 
@@ -14,48 +15,79 @@ namespace {
 constexpr int kWriteRowsThreads = 256;
 constexpr int kWriteRowsDepth = 4;  // chunks a lane holds in flight
 
-__global__ void __launch_bounds__(kWriteRowsThreads)
-    write_rows_kernel(const WriteRowsParams p, int64_t units, int unit_chunks, int group_shift) {
-  const int lane = threadIdx.x % 32, group = 1 << group_shift;
+struct WriteRowsUnits {
+  int64_t units;    // units of the cache
+  int chunks;       // 16-byte chunks of a unit
+  int group_shift;  // log2 of the lanes per unit
+};
+
+// The unit split of one cache (see the header).
+WriteRowsUnits write_rows_units(const WriteRowsParams& p) {
+  const bool per_head = p.head_stride != p.row_bytes;
+  WriteRowsUnits u;
+  u.units = per_head ? p.num_rows * p.heads : p.num_rows;
+  u.chunks = int((per_head ? p.row_bytes : p.heads * p.row_bytes) / 16);
+  u.group_shift = 0;
+  while (u.group_shift < 5 && (1 << u.group_shift) < u.chunks) ++u.group_shift;
+  return u;
+}
+
+struct WriteRowsLaunch {
+  WriteRowsParams p[kWriteRowsMaxCaches];
+  WriteRowsUnits u[kWriteRowsMaxCaches];
+};
+
+__global__ void __launch_bounds__(kWriteRowsThreads) write_rows_kernel(const __grid_constant__ WriteRowsLaunch l) {
+  const WriteRowsParams& p = l.p[blockIdx.y];
+  const WriteRowsUnits& w = l.u[blockIdx.y];
+  const int lane = threadIdx.x % 32, group = 1 << w.group_shift;
   const int64_t warp = (int64_t(blockIdx.x) * kWriteRowsThreads + threadIdx.x) / 32;
-  const int64_t unit = (warp << (5 - group_shift)) + (lane >> group_shift);
-  if (unit >= units) return;
-  // Layout 0: a unit is a token (all its heads, contiguous in the cache); layout 1: a (token, head).
+  const int64_t unit = (warp << (5 - w.group_shift)) + (lane >> w.group_shift);
+  if (unit >= w.units) return;
   const bool per_head = p.head_stride != p.row_bytes;
   const int64_t token = per_head ? unit / p.heads : unit;
   const int64_t at = write_rows_offset(p, __ldg(p.slots + token), per_head ? unit % p.heads : 0);
   if (at < 0) return;
-  // rows are [N, heads, row_bytes]: unit u's bytes start at u * unit_chunks chunks either way.
-  const int4* src = reinterpret_cast<const int4*>(p.rows) + unit * unit_chunks;
+  // rows are [N, heads, row_bytes]: unit u's bytes start at u * chunks chunks either way.
+  const int4* src = reinterpret_cast<const int4*>(p.rows) + unit * w.chunks;
   int4* dst = reinterpret_cast<int4*>(static_cast<char*>(p.cache) + at);
-  for (int c = lane & (group - 1); c < unit_chunks; c += kWriteRowsDepth * group) {
+  for (int c = lane & (group - 1); c < w.chunks; c += kWriteRowsDepth * group) {
     int4 v[kWriteRowsDepth];
 #pragma unroll
     for (int k = 0; k < kWriteRowsDepth; ++k) {
-      if (c + k * group < unit_chunks) v[k] = __ldg(src + c + k * group);
+      if (c + k * group < w.chunks) v[k] = __ldg(src + c + k * group);
     }
 #pragma unroll
     for (int k = 0; k < kWriteRowsDepth; ++k) {
-      if (c + k * group < unit_chunks) dst[c + k * group] = v[k];
+      if (c + k * group < w.chunks) dst[c + k * group] = v[k];
     }
   }
 }
 
-ffi::Error write_rows_gpu_impl(ffi::AnyBuffer cache, ffi::AnyBuffer rows, ffi::Buffer<ffi::S32> slots,
-                               int32_t layout, ffi::Result<ffi::AnyBuffer> out, gpuStream_t stream) {
-  WriteRowsParams p;
-  JP_RETURN_IF_ERROR(decode_write_rows(cache, rows, slots, layout, out, &p));
-  const bool per_head = p.head_stride != p.row_bytes;
-  const int64_t units = per_head ? p.num_rows * p.heads : p.num_rows;
-  const int64_t unit_chunks = (per_head ? p.row_bytes : p.heads * p.row_bytes) / 16;
-  if (units == 0 || unit_chunks == 0) return ffi::Error::Success();
-  if (unit_chunks > (int64_t(1) << 30)) return ffi::Error::InvalidArgument("jaxpaged: write_rows' rows are too wide");
-  int group_shift = 0;
-  while (group_shift < 5 && (int64_t(1) << group_shift) < unit_chunks) ++group_shift;
-  const int64_t warps = (units + (32 >> group_shift) - 1) >> (5 - group_shift);
-  const int64_t blocks = (warps + kWriteRowsThreads / 32 - 1) / (kWriteRowsThreads / 32);
+ffi::Error write_rows_gpu_impl(ffi::RemainingArgs args, int32_t layout, ffi::RemainingRets rets,
+                               gpuStream_t stream) {
+  WriteRowsLaunch l{};
+  int count = 0;
+  JP_RETURN_IF_ERROR(decode_write_rows(args, layout, rets, l.p, &count));
+  int64_t blocks = 0;
+  for (int i = 0; i < count; ++i) {
+    // The result is the cache operand's buffer (aliased) unless XLA chose otherwise (seen under
+    // vmap's loop on the GPU): then the cache is copied over first, so the result is still the
+    // whole cache with the rows written.
+    if (l.p[i].source != l.p[i].cache && l.p[i].cache_bytes > 0) {
+      JP_RETURN_IF_ERROR(launch_result(gpu::memcpy_d2d_async(l.p[i].cache, l.p[i].source, size_t(l.p[i].cache_bytes),
+                                                             stream),
+                                       "write_rows' cache copy"));
+    }
+    l.u[i] = write_rows_units(l.p[i]);
+    if (l.u[i].chunks > 0) {
+      const int64_t units_per_block = int64_t(kWriteRowsThreads / 32) << (5 - l.u[i].group_shift);
+      blocks = std::max(blocks, (l.u[i].units + units_per_block - 1) / units_per_block);
+    }
+  }
+  if (blocks == 0) return ffi::Error::Success();
   if (blocks > 0x7fffffff) return ffi::Error::InvalidArgument("jaxpaged: write_rows has too many rows for one launch");
-  write_rows_kernel<<<unsigned(blocks), kWriteRowsThreads, 0, stream>>>(p, units, int(unit_chunks), group_shift);
+  write_rows_kernel<<<dim3(unsigned(blocks), unsigned(count)), kWriteRowsThreads, 0, stream>>>(l);
   return last_launch_error("write_rows_kernel");
 }
 

@@ -61,8 +61,9 @@ def _with_impl(impl, **extra):
 
 
 VARIANTS = {
-    "write_kv": jaxpaged.write_kv,  # the default (the write_rows kernel)
+    "write_kv": jaxpaged.write_kv,  # the default ("auto": the write_rows kernel for >= 1 MiB a cache)
     "write_kv_unique": lambda *a, **kw: jaxpaged.write_kv(*a, unique_slots=True, **kw),
+    "rows_unique": _with_impl("rows", unique_slots=True),
     "scatter": _with_impl("scatter"),
     "scatter_unique": _with_impl("scatter", unique_slots=True),
     "flat": lambda *a, **kw: _write_flat(*a, unique=False, **kw),
@@ -75,6 +76,7 @@ VARIANTS = {
 # in order, of randomly chosen pages (16 tokens = 32 KiB contiguous per page and cache).
 CASES = [(16384, 4, jnp.bfloat16, "random"), (16384, 16, jnp.bfloat16, "random"),
          (16384, 4, jnp.float8_e4m3fn, "random"), (64, 4, jnp.bfloat16, "random"),
+         (512, 4, jnp.bfloat16, "random"), (2048, 4, jnp.bfloat16, "random"),
          (16384, 4, jnp.bfloat16, "pages"), (16384, 4, jnp.float8_e4m3fn, "pages")]
 
 

@@ -144,6 +144,22 @@ def test_vmap_writes_each_instance(rng, shared_cache):
         np.testing.assert_array_equal(_bits(got_v[i]), _bits(want_v))
 
 
+@pytest.mark.parametrize("tokens", [2, 8])
+def test_auto_takes_the_kernel_for_large_writes_only(rng, monkeypatch, tokens):
+    """WRITE_IMPL "auto": the write_rows kernel for writes of ROWS_MIN_BYTES or more per cache
+    (here 8 tokens' rows), else the scatter; the result is the same either way."""
+    monkeypatch.setattr(jaxpaged.cache_write, "WRITE_IMPL", "auto")
+    monkeypatch.setattr(jaxpaged.cache_write, "ROWS_MIN_BYTES", 8 * HKV * D * 2)
+    k = _cache(rng, (P, PAGE, HKV, D), "bfloat16")
+    new = jnp.asarray(rng.standard_normal((tokens, HKV, D)), jnp.bfloat16)
+    slots = jnp.asarray(rng.permutation(P * PAGE)[:tokens], jnp.int32)
+    f = jax.jit(jaxpaged.write_kv)
+    assert ("jaxpaged_write_rows" in f.lower(k, k, new, new, slots).as_text()) == (tokens == 8)
+    got_k, _ = f(k, k, new, new, slots)
+    want_k, _ = reference.write_kv(k, k, new, new, slots)
+    np.testing.assert_array_equal(_bits(got_k), _bits(want_k))
+
+
 MLA_FORMATS = [  # (ckv width, ckv dtype, kpe dtype or None)
     (512, "bfloat16", "bfloat16"), (512, "float8_e4m3fn", "bfloat16"), (576, "bfloat16", None),
     (576, "float8_e4m3fn", None), (576, "float32", None), (656, "uint8", None)]

@@ -116,6 +116,14 @@ Error kernel_ptx_version(int* version, Kernel kernel) {
 // later (else that wait is compiled out: launch_chained in common/gpu_launch.h checks). `dependent`
 // false, or a ROCm build: a plain launch; so is a dependent launch the runtime refuses as not
 // supported.
+// A kernel parameter read in place from the parameter space, also where it is indexed at run time
+// (no per-thread copy); on ROCm kernel arguments are read from memory anyway.
+#if defined(JAXPAGED_VENDOR_HIP)
+#define JP_GRID_CONSTANT
+#else
+#define JP_GRID_CONSTANT __grid_constant__
+#endif
+
 #if defined(__CUDACC__) || defined(__HIPCC__)
 template <typename... KArgs, typename... Args>
 Error launch_maybe_dependent(bool dependent, void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,

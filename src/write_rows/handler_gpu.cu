@@ -37,7 +37,7 @@ struct WriteRowsLaunch {
   WriteRowsUnits u[kWriteRowsMaxCaches];
 };
 
-__global__ void __launch_bounds__(kWriteRowsThreads) write_rows_kernel(const __grid_constant__ WriteRowsLaunch l) {
+__global__ void __launch_bounds__(kWriteRowsThreads) write_rows_kernel(const JP_GRID_CONSTANT WriteRowsLaunch l) {
   const WriteRowsParams& p = l.p[blockIdx.y];
   const WriteRowsUnits& w = l.u[blockIdx.y];
   const int lane = threadIdx.x % 32, group = 1 << w.group_shift;

@@ -8,12 +8,7 @@ set -uo pipefail
 source bench/experiments/run_lib.sh
 use_peers
 export PYTHONUNBUFFERED=1
-JAXPAGED_CUDA_ARCHS=90a timeout 300 python3 -m pip install --no-build-isolation --no-deps --target /tmp/jw . \
-  > "$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; echo "BUILD FAILED"; exit 1; }
-echo "build: $(( $(date +%s) - start )) s"
-R=$(pwd)
-cd /tmp
-export PYTHONPATH=/tmp/jw:$PYTHONPATH
+build_into /tmp/jw
 timeout 200 python3 -m pytest -q -n 8 "$R/tests/test_cache_write.py" "$R/tests/test_decode_loop.py" \
   "$R/tests/test_plan.py" "$R/tests/test_workspace.py" > "$OUT/tests.log" 2>&1
 echo "tests rc $?: $(tail -1 "$OUT/tests.log")"

@@ -23,3 +23,14 @@ ctx_scan() {
     grep -E "^(fit|  )" "$OUT/ctx_scan_$v.log"
   done
 }
+
+# build_into DIR: the package built for sm_90a into DIR (log $OUT/build.log; exits the script on a
+# failed build), then R = the repository, the working directory /tmp and DIR first on PYTHONPATH.
+build_into() {
+  JAXPAGED_CUDA_ARCHS=90a timeout 300 python3 -m pip install --no-build-isolation --no-deps --target "$1" . \
+    > "$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; echo "BUILD FAILED"; exit 1; }
+  echo "build: $(( $(date +%s) - start )) s"
+  R=$(pwd)
+  cd /tmp || exit 1
+  export PYTHONPATH=$1:$PYTHONPATH
+}

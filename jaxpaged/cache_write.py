@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxpaged import _checks, _fp8, _spec
+from jaxpaged import _checks, _extension, _fp8, _spec
 from jaxpaged.paged_attention import KV_LAYOUTS
 
 LATENT_DIM, ROPE_DIM = 512, 64
@@ -53,23 +53,43 @@ class _WriteRows(_spec.OpSpec):
 
     def abstract_eval(self, *operands, layout):
         k = (len(operands) - 1) // 2
-        caches, rows, slots = operands[:k], operands[k:2 * k], operands[-1]
         if k not in (1, 2) or len(operands) != 2 * k + 1 or layout not in (0, 1):
             raise ValueError(f"write_rows takes 1 or 2 caches, their rows and the slots, layout 0 or 1; got "
                              f"{len(operands)} operands, layout {layout}")
+        caches, rows, slots = operands[:k], operands[k:2 * k], operands[-1]
+        if slots.ndim != 1:
+            raise ValueError(f"slot_mapping must have shape [N]; got {slots.shape}")
+        _checks.check_int32("slot_mapping", slots, slots.shape, "[N]")
+        if k == 2 and (caches[0].shape != caches[1].shape or caches[0].dtype != caches[1].dtype):
+            raise ValueError(f"write_rows writes two caches of one shape and dtype; got "
+                             f"{caches[0].dtype}{list(caches[0].shape)} and {caches[1].dtype}{list(caches[1].shape)}")
         for cache, row in zip(caches, rows):
             heads = cache.shape[2 - layout] if cache.ndim == 4 else -1
             if cache.ndim != 4 or row.shape != (slots.shape[0], heads, cache.shape[3]) or row.dtype != cache.dtype:
                 raise ValueError(f"write_rows needs a 4-d cache and rows of its dtype [N, H, W]; got "
                                  f"{cache.dtype}{list(cache.shape)} and {row.dtype}{list(row.shape)}")
-        _checks.check_int32("slot_mapping", slots, slots.shape, "[N]")
+            if not rows_fit(cache):
+                raise ValueError(f"write_rows needs rows of a multiple of 16 bytes; {cache.dtype}{list(cache.shape)} "
+                                 f"has {cache.shape[3] * np.dtype(cache.dtype).itemsize}")
         return tuple(jax.core.ShapedArray(c.shape, c.dtype) for c in caches)
 
     def operand_output_aliases(self, avals_in, params):
         return {i: i for i in range((len(avals_in) - 1) // 2)}
 
     def batch(self, args, dims, **params):
-        return _spec.map_instances(self.primitive, args, dims, **params)
+        """The instances folded into one call: their caches (an unmapped one copied to each
+        instance, which the semantics ask for) as one page pool, each instance's slots moved to its
+        own part of it (_spec.own_ids: a slot outside its own cache stays skipped), the rows
+        concatenated. In place when the stacked caches are donated."""
+        n, args = _spec.batched_at_front(args, dims)
+        k = (len(args) - 1) // 2
+        caches, rows, slots = args[:k], args[k:2 * k], args[-1]
+        pool = [c.reshape((n * c.shape[1],) + c.shape[2:]) for c in caches]
+        page_size = caches[0].shape[2 + params["layout"]]  # ([n, P, page, H, W] or [n, P, H, page, W])
+        slots = _spec.own_ids(slots, caches[0].shape[1] * page_size).reshape(-1)
+        rows = [r.reshape((-1,) + r.shape[2:]) for r in rows]
+        out = self.primitive.bind(*pool, *rows, slots, **params)
+        return [o.reshape(c.shape) for o, c in zip(out, caches)], [0] * k
 
     def sharding_rule(self, avals_in, params):
         """Factor h, the heads, may be split (the caches' KV-head axis with the rows' head axis:
@@ -93,6 +113,17 @@ class _WriteRows(_spec.OpSpec):
 
 
 write_rows_p = _spec.define(_WriteRows())
+
+
+def rows_fit(cache) -> bool:
+    """Whether the write_rows kernel takes this cache: rows (its last dimension) of 16k bytes."""
+    return (cache.shape[-1] * np.dtype(cache.dtype).itemsize) % 16 == 0
+
+
+def _rows_available() -> bool:
+    """Whether write_rows can run where this computation will: the CPU handler always, a GPU only
+    if this build has its kernel (a CPU-only build under a GPU JAX has not)."""
+    return jax.default_backend() == "cpu" or "jaxpaged_write_rows" in _extension.GPU_TARGETS
 
 
 def last_writer_slots(slots, num_slots: int):
@@ -135,8 +166,11 @@ def _writer(slot_mapping, num_new: int, num_pages: int, page_size: int, hnd: boo
     rows = _rows_writer(slots, hnd)
 
     def put(*pairs):
+        if len(pairs) == 4 and pairs[0].shape != pairs[2].shape:  # (MLA's ckv and kpe: each its own way)
+            return put(*pairs[:2]) + put(*pairs[2:])
         big = min(np.dtype(r.dtype).itemsize * r.size for r in pairs[1::2]) >= ROWS_MIN_BYTES
-        return (rows if big else scatter)(*pairs)
+        fit = all(rows_fit(c) for c in pairs[0::2]) and _rows_available()
+        return (rows if big and fit else scatter)(*pairs)
     return put
 
 

@@ -108,14 +108,6 @@ Error kernel_ptx_version(int* version, Kernel kernel) {
   *version = attr.ptxVersion;
   return e;
 }
-// Launches kernel<<<grid, block, smem, stream>>>(args...) as a programmatic dependent launch
-// (Hopper and later, CUDA 12.3+): it may start before the kernel ahead of it in the stream has
-// finished, once that one's blocks have all run griddepcontrol.launch_dependents or exited, so its
-// launch overlaps the other's tail. The kernel must run pdl_wait() (common/pdl.cuh) before it
-// touches anything an earlier kernel writes or reads, and its code must be compiled for sm_90 or
-// later (else that wait is compiled out: launch_chained in common/gpu_launch.h checks). `dependent`
-// false, or a ROCm build: a plain launch; so is a dependent launch the runtime refuses as not
-// supported.
 // A kernel parameter read in place from the parameter space, also where it is indexed at run time
 // (no per-thread copy); on ROCm kernel arguments are read from memory anyway.
 #if defined(JAXPAGED_VENDOR_HIP)
@@ -124,6 +116,14 @@ Error kernel_ptx_version(int* version, Kernel kernel) {
 #define JP_GRID_CONSTANT __grid_constant__
 #endif
 
+// Launches kernel<<<grid, block, smem, stream>>>(args...) as a programmatic dependent launch
+// (Hopper and later, CUDA 12.3+): it may start before the kernel ahead of it in the stream has
+// finished, once that one's blocks have all run griddepcontrol.launch_dependents or exited, so its
+// launch overlaps the other's tail. The kernel must run pdl_wait() (common/pdl.cuh) before it
+// touches anything an earlier kernel writes or reads, and its code must be compiled for sm_90 or
+// later (else that wait is compiled out: launch_chained in common/gpu_launch.h checks). `dependent`
+// false, or a ROCm build: a plain launch; so is a dependent launch the runtime refuses as not
+// supported.
 #if defined(__CUDACC__) || defined(__HIPCC__)
 template <typename... KArgs, typename... Args>
 Error launch_maybe_dependent(bool dependent, void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,

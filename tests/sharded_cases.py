@@ -210,8 +210,11 @@ def write_cases(mesh):
 
         def ref(*a, layout=layout):
             return reference.write_kv(*a, kv_layout=layout)
-        check(f"write_kv {layout}, heads on tp", op, ref, (k, v, new_k, new_v, slots),
-              [cache, cache, (None, "tp", None), (None, "tp", None), None], tuple(cache), mesh)
+        for impl in ("rows", "scatter"):  # (the write_rows op's sharding rule, and XLA's scatter)
+            jaxpaged.cache_write.WRITE_IMPL = impl
+            check(f"write_kv {layout} ({impl}), heads on tp", op, ref, (k, v, new_k, new_v, slots),
+                  [cache, cache, (None, "tp", None), (None, "tp", None), None], tuple(cache), mesh)
+        jaxpaged.cache_write.WRITE_IMPL = "auto"
 
 
 def uneven_split_case():

@@ -2,6 +2,8 @@
 duplicates, quantization (saturation, NaN, the 656-byte rows' bytes), in-place under donation;
 each with both implementations of the write (XLA scatter, the write_rows FFI kernel)."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -125,21 +127,23 @@ def test_donated_caches_are_updated_in_place(rng):
     assert "input_output_alias" in hlo and "copy(" not in hlo.split("ENTRY")[-1]
 
 
+@pytest.mark.parametrize("kv_layout", ["NHD", "HND"])
 @pytest.mark.parametrize("shared_cache", [False, True])
-def test_vmap_writes_each_instance(rng, shared_cache):
+def test_vmap_writes_each_instance(rng, shared_cache, kv_layout):
     """vmap over instances: each writes its own tokens into its own cache (or into a copy of one
     shared cache), as the instances written one by one."""
     n = 3
-    shape = (P, PAGE, HKV, D)
+    shape = (P, PAGE, HKV, D) if kv_layout == "NHD" else (P, HKV, PAGE, D)
     k = _cache(rng, shape if shared_cache else (n,) + shape, "bfloat16")
     v = _cache(rng, shape if shared_cache else (n,) + shape, "bfloat16")
     new = jnp.asarray(rng.standard_normal((n, 5, HKV, D)), jnp.bfloat16)
     slots = np.stack([_slots(rng, 2) for _ in range(n)])
     axes = None if shared_cache else 0
-    got_k, got_v = jax.jit(jax.vmap(jaxpaged.write_kv, in_axes=(axes, axes, 0, 0, 0)))(k, v, new, new * 2, slots)
+    write = functools.partial(jaxpaged.write_kv, kv_layout=kv_layout)
+    got_k, got_v = jax.jit(jax.vmap(write, in_axes=(axes, axes, 0, 0, 0)))(k, v, new, new * 2, slots)
     for i in range(n):
         ki, vi = (k, v) if shared_cache else (k[i], v[i])
-        want_k, want_v = reference.write_kv(ki, vi, new[i], new[i] * 2, jnp.asarray(slots[i]))
+        want_k, want_v = reference.write_kv(ki, vi, new[i], new[i] * 2, jnp.asarray(slots[i]), kv_layout=kv_layout)
         np.testing.assert_array_equal(_bits(got_k[i]), _bits(want_k))
         np.testing.assert_array_equal(_bits(got_v[i]), _bits(want_v))
 
@@ -155,9 +159,63 @@ def test_auto_takes_the_kernel_for_large_writes_only(rng, monkeypatch, tokens):
     slots = jnp.asarray(rng.permutation(P * PAGE)[:tokens], jnp.int32)
     f = jax.jit(jaxpaged.write_kv)
     assert ("jaxpaged_write_rows" in f.lower(k, k, new, new, slots).as_text()) == (tokens == 8)
-    got_k, _ = f(k, k, new, new, slots)
-    want_k, _ = reference.write_kv(k, k, new, new, slots)
-    np.testing.assert_array_equal(_bits(got_k), _bits(want_k))
+    got = f(k, k, new, new * 2, slots)
+    want = reference.write_kv(k, k, new, new * 2, slots)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(_bits(g), _bits(w))
+
+
+@pytest.mark.parametrize("kv_layout, page, head_dim", [("HND", 1, 64), ("NHD", 1, 24), ("HND", 4, 24),
+                                                      ("NHD", 16, 8)])
+def test_write_kv_odd_shapes(rng, kv_layout, page, head_dim):
+    """Pages of one token (HND's heads then lie side by side), rows of 48 bytes (three 16-byte
+    chunks), rows of 16 bytes (one chunk): each write matches the reference."""
+    shape = (P, page, HKV, head_dim) if kv_layout == "NHD" else (P, HKV, page, head_dim)
+    k = _cache(rng, shape, "bfloat16")
+    v = _cache(rng, shape, "bfloat16")
+    n = min(5, P * page)
+    new_k = jnp.asarray(rng.standard_normal((n + 2, HKV, head_dim)), jnp.bfloat16)
+    new_v = jnp.asarray(rng.standard_normal((n + 2, HKV, head_dim)), jnp.bfloat16)
+    slots = jnp.asarray(np.concatenate([rng.permutation(P * page)[:n], [-1, P * page]]), jnp.int32)
+    got = jax.jit(lambda *a: jaxpaged.write_kv(*a, kv_layout=kv_layout))(k, v, new_k, new_v, slots)
+    want = reference.write_kv(k, v, new_k, new_v, slots, kv_layout=kv_layout)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(_bits(g), _bits(w))
+
+
+def test_rows_need_16_byte_rows_and_auto_falls_back(rng, monkeypatch):
+    """Rows of 8 bytes (fp8, D = 8): the kernel refuses them with a ValueError; "auto" writes them
+    with the scatter instead."""
+    cache = _cache(rng, (P, PAGE, HKV, 8), "float8_e4m3fn")
+    new = jnp.asarray(rng.standard_normal((4, HKV, 8)), jnp.float32)
+    slots = jnp.asarray([0, 5, 17, 40], jnp.int32)
+    monkeypatch.setattr(jaxpaged.cache_write, "WRITE_IMPL", "rows")
+    with pytest.raises(ValueError, match="multiple of 16 bytes"):
+        jaxpaged.write_kv(cache, cache, new, new, slots)
+    monkeypatch.setattr(jaxpaged.cache_write, "WRITE_IMPL", "auto")
+    monkeypatch.setattr(jaxpaged.cache_write, "ROWS_MIN_BYTES", 0)
+    got = jaxpaged.write_kv(cache, cache, new, new, slots)
+    want = reference.write_kv(cache, cache, new, new, slots)
+    np.testing.assert_array_equal(_bits(got[0]), _bits(want[0]))
+
+
+def test_auto_decides_per_cache_for_split_mla_caches(rng, monkeypatch):
+    """write_mla_kv's split caches differ in row size: "auto" decides for each (the latent rows
+    here reach ROWS_MIN_BYTES, the rope rows do not)."""
+    monkeypatch.setattr(jaxpaged.cache_write, "WRITE_IMPL", "auto")
+    n = 8
+    monkeypatch.setattr(jaxpaged.cache_write, "ROWS_MIN_BYTES", n * 512 * 2)
+    ckv = _cache(rng, (P, PAGE, 512), "bfloat16")
+    kpe = _cache(rng, (P, PAGE, 64), "bfloat16")
+    ckv_new = jnp.asarray(rng.standard_normal((n, 512)), jnp.float32)
+    kpe_new = jnp.asarray(rng.standard_normal((n, 64)), jnp.float32)
+    slots = jnp.asarray(rng.permutation(P * PAGE)[:n], jnp.int32)
+    f = jax.jit(jaxpaged.write_mla_kv)
+    assert f.lower(ckv, kpe, ckv_new, kpe_new, slots).as_text().count("@jaxpaged_write_rows(") == 1
+    got = f(ckv, kpe, ckv_new, kpe_new, slots)
+    want = reference.write_mla_kv(ckv, kpe, ckv_new, kpe_new, slots)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(_bits(g), _bits(w))
 
 
 MLA_FORMATS = [  # (ckv width, ckv dtype, kpe dtype or None)

@@ -6,6 +6,8 @@
 // four chunks at a time, all loads before the stores (several 16-byte reads in flight a lane). The
 // slot is read and its offset computed once per unit: the first kernel did both per 16-byte chunk
 // with 64-bit divisions (NOTES item 57).
+#include <algorithm>
+
 #include "common/gpu_launch.h"
 #include "write_rows/ffi_binding.h"
 

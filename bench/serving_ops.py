@@ -4,7 +4,8 @@
   or fp8 cache of 4 or 16 GiB (K + V), with and without the unique_slots promise,
   the caches donated and carried through an unrolled chain of writes in one jit (so every write is in
   place, and no while loop's per-iteration host round trip is charged to the writes), per write the
-  difference between chains of 25 and 5 writes over 20 (steady state: a call's fixed cost cancels);
+  difference between chains of 25 and 5 writes over 20 (steady state: a call's fixed cost cancels),
+  the writes taking four sets of new rows in turn (so L2 does not hold a write's rows);
   bandwidth counts the bytes read (new K/V) and written (cache rows);
 - the cost of sinks on decode_b64_ctx4k (Hq 32, Hkv 8, D 128, 64 x 4096 keys): per call, and per
   layer inside one jit of 32 layers.
@@ -30,6 +31,7 @@ from jaxpaged._timing import device_ms
 HKV, D, PAGE = 8, 128, 16
 WRITES_PER_CALL = 20
 SHORT_CHAIN = 5
+ROW_SETS = 4
 
 
 def _write_flat(k, v, k_new, v_new, slots, *, unique, **fp8):
@@ -87,8 +89,11 @@ def write_kv_time(cache_gib: float, dtype, variant: str = "write_kv", tokens: in
     rng = np.random.default_rng(0)
     k = jnp.zeros((pages, PAGE, HKV, D), dtype)
     v = jnp.zeros((pages, PAGE, HKV, D), dtype)
-    new_k = jnp.asarray(rng.standard_normal((tokens, HKV, D)), jnp.bfloat16)
-    new_v = jnp.asarray(rng.standard_normal((tokens, HKV, D)), jnp.bfloat16)
+    # ROW_SETS sets of new rows, taken in turn, so that a write's rows were last read ROW_SETS - 1
+    # writes earlier (16K tokens: 192 MiB of other rows between, which L2 cannot hold; with one set,
+    # as up to session 36, part of each write's reads could hit L2).
+    new_ks = [jnp.asarray(rng.standard_normal((tokens, HKV, D)), jnp.bfloat16) for _ in range(ROW_SETS)]
+    new_vs = [jnp.asarray(rng.standard_normal((tokens, HKV, D)), jnp.bfloat16) for _ in range(ROW_SETS)]
     if slot_pattern == "pages":
         chosen = rng.choice(pages, -(-tokens // PAGE), replace=False)
         slots = jnp.asarray((chosen[:, None] * PAGE + np.arange(PAGE)).reshape(-1)[:tokens], jnp.int32)
@@ -97,32 +102,36 @@ def write_kv_time(cache_gib: float, dtype, variant: str = "write_kv", tokens: in
     fp8 = dict(k_scale=0.05, v_scale=0.05) if itemsize == 1 else {}
 
     def chain(n):
-        def writes(k, v, new_k, new_v, slots):
-            body = lambda i, kv: VARIANTS[variant](*kv, new_k, new_v, slots, **fp8)  # noqa: E731
+        def writes(k, v, new_ks, new_vs, slots):
             # Unrolled: a rolled loop is an XLA while loop, and session 11 measured 20-31 us per
             # iteration even for 64-token writes - the loop's own per-iteration cost, charged to
             # every write. The chain still updates the donated caches in place. The slots and rows
             # are arguments: as constants, XLA folded the duplicate sort away at compile time.
-            return jax.lax.fori_loop(0, n, body, (k, v), unroll=True)
+            for i in range(n):
+                k, v = VARIANTS[variant](k, v, new_ks[i % ROW_SETS], new_vs[i % ROW_SETS], slots, **fp8)
+            return k, v
         return jax.jit(writes, donate_argnums=(0, 1))
     # Steady state per write: chains of SHORT and SHORT + WRITES_PER_CALL writes, the difference of
     # their medians over WRITES_PER_CALL (a call's fixed cost - dispatch, sync - cancels out).
     medians = {}
     for n in (SHORT_CHAIN, SHORT_CHAIN + WRITES_PER_CALL):
         writes = chain(n)
-        k, v = jax.block_until_ready(writes(k, v, new_k, new_v, slots))
+        k, v = jax.block_until_ready(writes(k, v, new_ks, new_vs, slots))
         times = []
         for _ in range(7):
             start = time.perf_counter()
-            k, v = jax.block_until_ready(writes(k, v, new_k, new_v, slots))
+            k, v = jax.block_until_ready(writes(k, v, new_ks, new_vs, slots))
             times.append(time.perf_counter() - start)
         medians[n] = float(np.median(times))
     us = (medians[SHORT_CHAIN + WRITES_PER_CALL] - medians[SHORT_CHAIN]) / WRITES_PER_CALL * 1e6
     moved = 2 * tokens * HKV * D * (2 + itemsize)  # K and V: new rows read (bf16), cache rows written
-    # Correctness spot check: the last written rows are the new values (quantized for fp8).
-    got = np.asarray(k.reshape(-1, HKV, D)[slots[:4]].astype(jnp.float32))
-    want = np.asarray(new_k[:4].astype(jnp.float32))
-    err = float(np.max(np.abs(got * (0.05 if itemsize == 1 else 1.0) - want)))
+    # Correctness spot check: the last written rows are the last write's values (quantized for fp8).
+    last = (SHORT_CHAIN + WRITES_PER_CALL - 1) % ROW_SETS
+    err = 0.0
+    for cache, new in ((k, new_ks[last]), (v, new_vs[last])):
+        got = np.asarray(cache.reshape(-1, HKV, D)[slots[:4]].astype(jnp.float32))
+        want = np.asarray(new[:4].astype(jnp.float32))
+        err = max(err, float(np.max(np.abs(got * (0.05 if itemsize == 1 else 1.0) - want))))
     return {"variant": variant, "tokens": tokens, "cache_gib": cache_gib, "dtype": jnp.dtype(dtype).name,
             "slots": slot_pattern, "us": us,
             "GBps": moved / us / 1e3, "max_err": err}

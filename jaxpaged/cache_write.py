@@ -158,20 +158,28 @@ def _writer(slot_mapping, num_new: int, num_pages: int, page_size: int, hnd: boo
         slots = last_writer_slots(slots, num_pages * page_size)
     if WRITE_IMPL not in ("auto", "rows", "scatter"):
         raise ValueError(f"JAXPAGED_WRITE_IMPL must be auto, rows or scatter; got {WRITE_IMPL!r}")
+    rows = _rows_writer(slots, hnd)
+    if WRITE_IMPL == "rows":
+        return rows
     scatter = _scatter_writer(slots, num_new, num_pages, page_size, hnd)
     if WRITE_IMPL == "scatter":
         return scatter
-    if WRITE_IMPL == "rows":
-        return _rows_writer(slots, hnd)
-    rows = _rows_writer(slots, hnd)
 
     def put(*pairs):
-        if len(pairs) == 4 and pairs[0].shape != pairs[2].shape:  # (MLA's ckv and kpe: each its own way)
-            return put(*pairs[:2]) + put(*pairs[2:])
         big = min(np.dtype(r.dtype).itemsize * r.size for r in pairs[1::2]) >= ROWS_MIN_BYTES
         fit = all(rows_fit(c) for c in pairs[0::2]) and _rows_available()
         return (rows if big and fit else scatter)(*pairs)
-    return put
+    return _per_shape(put)
+
+
+def _per_shape(put):
+    """put for pairs of caches: one call for caches of one shape (write_kv's K and V), one each
+    for caches of two shapes (write_mla_kv's ckv and kpe)."""
+    def each(*pairs):
+        if len(pairs) == 4 and pairs[0].shape != pairs[2].shape:
+            return put(*pairs[:2]) + put(*pairs[2:])
+        return put(*pairs)
+    return each
 
 
 def _rows_writer(slots, hnd: bool):
@@ -179,13 +187,11 @@ def _rows_writer(slots, hnd: bool):
     rows_a, cache_b, rows_b), one call (one launch) for caches of one shape, else one each."""
     def put(*pairs):
         caches, rows = pairs[0::2], pairs[1::2]
-        if len(caches) == 2 and caches[0].shape != caches[1].shape:
-            return put(*pairs[:2]) + put(*pairs[2:])
         four = [c if c.ndim == 4 else c.reshape(c.shape[:2] + (1,) + c.shape[2:]) for c in caches]
         rows = [r if r.ndim == 3 else r[:, None] for r in rows]
         out = write_rows_p.bind(*four, *rows, slots, layout=int(hnd))
         return tuple(o.reshape(c.shape) for o, c in zip(out, caches))
-    return put
+    return _per_shape(put)
 
 
 def _scatter_writer(slots, num_new: int, num_pages: int, page_size: int, hnd: bool):

@@ -17,11 +17,5 @@ OUT=$OUT/ab timeout 300 bash bench/ab.sh 0 head=. mc=patch:$E/2026-11-27_mla_row
 grep -E "builds|FAILED" "$OUT/ab_build.log"
 echo "builds done $(( $(date +%s) - start )) s"
 ctx_scan head mc
-R=$(pwd)
-cd /tmp
-T=/tmp/ab_src_mc/tests
-PYTHONPATH=/tmp/ab_mc:/tmp/site timeout $(( 590 - ($(date +%s) - start) )) python3 -m pytest -q -p no:cacheprovider -n 8 -x \
-  $T/test_mla_decode.py $T/test_plan.py > "$OUT/tests_mc.log" 2>&1
-echo "tests of mc: rc $? - $(tail -1 "$OUT/tests_mc.log")"
-cd "$R"
+variant_tests mc test_mla_decode.py test_plan.py
 echo "total $(( $(date +%s) - start )) s"

@@ -22,11 +22,5 @@ for v in head rf; do
   grep -E "LD next pair|next S0|P0V0_R done|P1V1_L done" "$OUT/trace_$v.txt"
 done
 ctx_scan head rf
-R=$(pwd)
-cd /tmp
-T=/tmp/ab_src_rf/tests
-PYTHONPATH=/tmp/ab_rf:/tmp/site timeout $(( 590 - ($(date +%s) - start) )) python3 -m pytest -q -p no:cacheprovider -n 8 -x \
-  $T/test_mla_decode.py $T/test_plan.py > "$OUT/tests_rf.log" 2>&1
-echo "tests of rf: rc $? - $(tail -1 "$OUT/tests_rf.log")"
-cd "$R"
+variant_tests rf test_mla_decode.py test_plan.py
 echo "total $(( $(date +%s) - start )) s"

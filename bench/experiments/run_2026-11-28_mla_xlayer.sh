@@ -21,10 +21,5 @@ for v in head xl; do
 done
 cd "$R"
 ctx_scan head xl
-cd /tmp
-T=/tmp/ab_src_xl/tests  # (from /tmp: the installed build, not the source tree's package)
-PYTHONPATH=/tmp/ab_xl:/tmp/site timeout $(( 590 - ($(date +%s) - start) )) python3 -m pytest -q -p no:cacheprovider -n 8 -x \
-  $T/test_plan.py $T/test_decode_loop.py $T/test_mla_decode.py > "$OUT/tests_xl.log" 2>&1
-echo "tests of xl: rc $? - $(tail -1 "$OUT/tests_xl.log")"
-cd "$R"
+variant_tests xl test_plan.py test_decode_loop.py test_mla_decode.py
 echo "total $(( $(date +%s) - start )) s"

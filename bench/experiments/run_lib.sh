@@ -34,3 +34,15 @@ build_into() {
   cd /tmp || exit 1
   export PYTHONPATH=$1:$PYTHONPATH
 }
+
+# variant_tests NAME FILE...: pytest -n 8 -x of the named test files of bench/ab.sh's variant NAME
+# (its tree /tmp/ab_src_NAME, its build /tmp/ab_NAME), in the time left of the call's 590 s; the
+# log in $OUT/tests_NAME.log, its last line printed.
+variant_tests() {
+  local name=$1 f files=()
+  shift
+  for f in "$@"; do files+=("/tmp/ab_src_$name/tests/$f"); done
+  (cd /tmp && PYTHONPATH=/tmp/ab_$name:/tmp/site timeout $(( 590 - ($(date +%s) - start) )) \
+    python3 -m pytest -q -p no:cacheprovider -n 8 -x "${files[@]}" > "$OUT/tests_$name.log" 2>&1)
+  echo "tests of $name: rc $? - $(tail -1 "$OUT/tests_$name.log")"
+}

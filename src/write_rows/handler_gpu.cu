@@ -18,6 +18,7 @@ constexpr int kWriteRowsThreads = 256;
 constexpr int kWriteRowsDepth = 4;  // chunks a lane holds in flight
 
 struct WriteRowsUnits {
+  bool per_head;    // a unit is one head's row (else a token's heads, side by side in the cache)
   int64_t units;    // units of the cache
   int chunks;       // 16-byte chunks of a unit
   int group_shift;  // log2 of the lanes per unit
@@ -25,10 +26,10 @@ struct WriteRowsUnits {
 
 // The unit split of one cache (see the header).
 WriteRowsUnits write_rows_units(const WriteRowsParams& p) {
-  const bool per_head = p.head_stride != p.row_bytes;
   WriteRowsUnits u;
-  u.units = per_head ? p.num_rows * p.heads : p.num_rows;
-  u.chunks = int((per_head ? p.row_bytes : p.heads * p.row_bytes) / 16);
+  u.per_head = p.head_stride != p.row_bytes;
+  u.units = u.per_head ? p.num_rows * p.heads : p.num_rows;
+  u.chunks = int((u.per_head ? p.row_bytes : p.heads * p.row_bytes) / 16);
   u.group_shift = 0;
   while (u.group_shift < 5 && (1 << u.group_shift) < u.chunks) ++u.group_shift;
   return u;
@@ -46,9 +47,8 @@ __global__ void __launch_bounds__(kWriteRowsThreads) write_rows_kernel(const JP_
   const int64_t warp = (int64_t(blockIdx.x) * kWriteRowsThreads + threadIdx.x) / 32;
   const int64_t unit = (warp << (5 - w.group_shift)) + (lane >> w.group_shift);
   if (unit >= w.units) return;
-  const bool per_head = p.head_stride != p.row_bytes;
-  const int64_t token = per_head ? unit / p.heads : unit;
-  const int64_t at = write_rows_offset(p, __ldg(p.slots + token), per_head ? unit % p.heads : 0);
+  const int64_t token = w.per_head ? unit / p.heads : unit;
+  const int64_t at = write_rows_offset(p, __ldg(p.slots + token), w.per_head ? unit % p.heads : 0);
   if (at < 0) return;
   // rows are [N, heads, row_bytes]: unit u's bytes start at u * chunks chunks either way.
   const int4* src = reinterpret_cast<const int4*>(p.rows) + unit * w.chunks;

@@ -48,6 +48,23 @@ def test_paged_fp8_cache_matches_reference(rng, dtype, decode, kv_layout, head_d
                  reference.paged_attention(*args, kv_layout=kv_layout, k_scale=0.02, v_scale=0.01), Q_DTYPE)
 
 
+def test_paged_fp8_decode_over_several_waves(rng):
+    # fp8 pure decode with more blocks than the GPU holds at once and varied lengths: the register
+    # path's blocks find their sequences in the longest-first order themselves (no tile list).
+    kv_lens = list(rng.integers(0, 70, size=400))
+    kv_lens[:2] = [300, 0]
+    case = paged_case(rng, q_lens=[1] * 400, kv_lens=kv_lens, num_q_heads=32, num_kv_heads=8, head_dim=128,
+                      page_size=16, dtype=Q_DTYPE, decode=True, spare_pages=1)
+    k8, v8 = _quantized(case, "float8_e4m3fn", 0.02, 0.01)
+    q, _, _, lens, table = case.args()[:5]
+    f = jax.jit(functools.partial(jaxpaged.paged_attention, k_scale=0.02, v_scale=0.01, return_lse=True))
+    out, lse = f(q, k8, v8, lens, table)
+    ref_out, ref_lse = reference.paged_attention(q, k8, v8, lens, table, k_scale=0.02, v_scale=0.01,
+                                                 return_lse=True)
+    assert_close(out, ref_out, Q_DTYPE)
+    assert_close(lse, ref_lse, Q_DTYPE, "lse")
+
+
 @pytest.mark.parametrize("dtype", FP8)
 def test_paged_fp8_queries_of_any_magnitude(rng, dtype):
     """bf16 queries far outside float16's range, or spanning it within a head, on an fp8 cache (head

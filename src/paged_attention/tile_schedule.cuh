@@ -22,13 +22,13 @@
 #include "common/gpu_math.cuh"
 #include "common/pdl.cuh"
 #include "common/masking.h"
+#include "paged_attention/length_order.cuh"
 #include "paged_attention/params.h"
 #include "paged_attention/workspace.h"
 
 namespace jaxpaged {
 
 constexpr int kScheduleThreads = 256;
-constexpr int kLengthBuckets = 256;
 
 // One block. Reads kv_lens, cu_q_lens (unless decode_only) and the shapes of p; writes `work`
 // (work_cap entries after the header).
@@ -72,10 +72,7 @@ __global__ void __launch_bounds__(kScheduleThreads)
   }
   __syncthreads();
   const int top = max_len;
-  auto bucket_of = [&](int64_t s) {  // longest first
-    const int64_t len = clamp_kv_len(p.kv_lens[s], capacity);
-    return int((int64_t(top) - len) * (kLengthBuckets - 1) / top);
-  };
+  auto bucket_of = [&](int64_t s) { return length_bucket(clamp_kv_len(p.kv_lens[s], capacity), top); };
   for (int64_t s = s0; s < s1; ++s) {
     bool large;
     if (tiles_of(s, &large) > 0 && !large) atomicAdd(&bucket_start[bucket_of(s)], 1);

@@ -38,6 +38,7 @@
 #include "common/pdl.cuh"
 #include "common/masking.h"
 #include "common/sm80/mma.cuh"
+#include "paged_attention/length_order.cuh"
 #include "paged_attention/params.h"
 #include "paged_attention/workspace.h"  // tile shapes
 
@@ -589,6 +590,94 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
   }
 }
 
+// Pure decode over more than one wave of blocks with no tile list (the launcher's choice up to
+// kOrderMaxSeqs sequences, without a plan): block position `rank` (counted in sequences) runs the
+// sequence that the list would put there - tile_schedule.cuh's longest-first order by length
+// bucket; within a bucket, by index, where the list's order is arbitrary - found by every block
+// for itself from kv_lens, so the call needs no list kernel in front of this one (NOTES item 58).
+// Lengths all equal (every bucket 0) leave sequence order after one reduction. All threads call;
+// `scratch` is shared memory the block does not use yet (kLengthBuckets + 8 ints; the scans use
+// it rather than block_scan.cuh's static array, which would add to every instance's footprint).
+constexpr int kOrderMaxSeqs = 1024;
+__device__ __forceinline__ int seq_in_length_order(const PagedAttentionParams& p, int rank, int* scratch) {
+  constexpr int kPer = kOrderMaxSeqs / kTileThreads;
+  const int S = int(p.num_seqs), tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int64_t capacity = p.max_pages * p.page_size;
+  int* hist = scratch;                    // [kLengthBuckets]
+  int* red = scratch + kLengthBuckets;    // [4 warps][2]: maxima and minima of the lengths
+  // Exclusive prefix sum of v over the block, the total in *total (all threads call; red[4..7]).
+  auto scan = [&](int v, int* total) {
+    int x = v;
+#pragma unroll
+    for (int off = 1; off < 32; off *= 2) {
+      const int y = gpu::shfl_up(x, off);
+      if (lane >= off) x += y;
+    }
+    __syncthreads();  // (red's earlier readers are done)
+    if (lane == 31) red[4 + warp] = x;
+    __syncthreads();
+    int before = 0, all = 0;
+#pragma unroll
+    for (int w = 0; w < kTileThreads / 32; ++w) before += w < warp ? red[4 + w] : 0, all += red[4 + w];
+    *total = all;
+    return before + x - v;
+  };
+  int len[kPer];  // sequence tid + i * kTileThreads (-1 past the end)
+  int mx = 1, mn = INT32_MAX;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int s = tid + i * kTileThreads;
+    len[i] = s < S ? int(clamp_kv_len(p.kv_lens[s], capacity)) : -1;
+    if (s < S) mx = max(mx, len[i]), mn = min(mn, len[i]);
+  }
+  for (int b = tid; b < kLengthBuckets; b += kTileThreads) hist[b] = 0;
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) {
+    mx = max(mx, gpu::shfl_xor(mx, off));
+    mn = min(mn, gpu::shfl_xor(mn, off));
+  }
+  if (lane == 0) red[2 * warp] = mx, red[2 * warp + 1] = mn;
+  __syncthreads();
+  int top = 1, low = INT32_MAX;
+#pragma unroll
+  for (int w = 0; w < kTileThreads / 32; ++w) top = max(top, red[2 * w]), low = min(low, red[2 * w + 1]);
+  if (low >= top) {  // one length (or one bucket): sequence order
+    __syncthreads();  // (everyone has read red: the caller reuses the scratch)
+    return rank;
+  }
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    if (len[i] >= 0) atomicAdd(&hist[length_bucket(len[i], top)], 1);
+  }
+  __syncthreads();
+  // The bucket holding position `rank`, and the rank within it.
+  static_assert(kLengthBuckets == 2 * kTileThreads, "two buckets a thread");
+  const int n0 = hist[2 * tid], n1 = hist[2 * tid + 1];
+  int all;
+  const int before = scan(n0 + n1, &all);
+  if (tid == 0) red[2] = rank;  // (found below; kept should kv_lens change under the block)
+  if (before <= rank && rank < before + n0) red[0] = 2 * tid, red[1] = rank - before;
+  if (before + n0 <= rank && rank < before + n0 + n1) red[0] = 2 * tid + 1, red[1] = rank - before - n0;
+  __syncthreads();
+  const int bucket = red[0], within = red[1];
+  // The within-th sequence of that bucket, by index: a running count over the sequences in
+  // index order (pass i holds sequences i * kTileThreads .. + kTileThreads - 1).
+  int seen = 0;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    if (i * kTileThreads >= S) break;  // (block-uniform)
+    const bool in = len[i] >= 0 && length_bucket(len[i], top) == bucket;
+    int n;
+    const int at = seen + scan(in ? 1 : 0, &n);
+    if (in && at == within) red[2] = tid + i * kTileThreads;
+    seen += n;
+  }
+  __syncthreads();
+  const int seq = red[2];
+  __syncthreads();  // the caller's next use of the scratch
+  return seq;
+}
+
 // The list entry that block position `pos` runs: the large tiles sit at positions
 // floor(k * total / n_large), spread evenly among the small ones (tile_schedule.cuh); the small
 // tiles fill the other positions in list order. Returns the entry index, or -1 past the end.
@@ -628,13 +717,14 @@ __device__ void clear_padding_rows(const PagedAttentionParams& p, int64_t index,
 // Grid: x = list position x KV head (head fastest) for the first tile_blocks blocks, then the
 // blocks that clear padding rows; y = KV split. `work` is a tile list as
 // paged_tile_schedule_kernel writes it ([n_large, total, (seq, tile word) pairs...]: the call's
-// own, or a plan's), or null for pure decode in one wave. A plan is caller data: its header is
+// own, or a plan's), or null for pure decode without one: in sequence order (one wave), or in
+// length order when `by_length` (seq_in_length_order). A plan is caller data: its header is
 // clamped to the list's capacity and its entries are checked, so a wrong one costs rows their
 // values (never an access out of bounds).
 template <typename T, int D, bool LARGE, bool FP8>
 __global__ void __launch_bounds__(kTileThreads)
     paged_tile_kernel(const PagedAttentionParams p, int page_shift, const int32_t* __restrict__ work,
-                      int64_t tile_blocks, float* __restrict__ ws_out, float* __restrict__ ws_lse) {
+                      int by_length, int64_t tile_blocks, float* __restrict__ ws_out, float* __restrict__ ws_lse) {
   extern __shared__ __align__(16) unsigned char smem[];
   // A dependent launch on Hopper (dependent_launches): nothing is read or written before the
   // kernel ahead (the tile schedule, or what wrote q / the caches / the outputs) is done.
@@ -647,13 +737,15 @@ __global__ void __launch_bounds__(kTileThreads)
   const int64_t group = p.num_q_heads / p.num_kv_heads;
   int seq, tile;
   bool large;
-  if (work == nullptr) {  // pure decode in one wave (the launcher's choice): blocks in sequence order
+  if (work == nullptr) {  // pure decode without a list (the launcher's choice)
     const int64_t per_seq = tiles_of_rows(group);
     const int64_t pos = blockIdx.x / p.num_kv_heads;
     seq = int(pos / per_seq);
     tile = int(pos % per_seq);
     large = is_large_tile(group);
     if (seq >= p.num_seqs) return;
+    // (a list holds large tiles in sequence order, so only small ones are reordered)
+    if (by_length && !large) seq = seq_in_length_order(p, seq, reinterpret_cast<int*>(smem));
   } else {
     const int64_t positions = tile_blocks / p.num_kv_heads;  // the list's capacity
     const int64_t total = min(max(int64_t(work[1]), int64_t(0)), positions);

@@ -106,22 +106,26 @@ def test_long_context_uses_splits(rng, dtype):
     check(case, dtype, sliding_window=700)
 
 
-@pytest.mark.parametrize("num_seqs, lengths", [(600, "varied"), (300, "equal"), (1030, "varied")])
-def test_decode_batches_over_several_waves(rng, num_seqs, lengths):
+@pytest.mark.parametrize("num_seqs, lengths, heads", [(600, "varied", (8, 8)), (300, "equal", (8, 8)),
+                                                      (1024, "varied", (8, 8)), (1030, "varied", (8, 8)),
+                                                      (300, "varied", (64, 2)), (200, "zeros", (8, 8))])
+def test_decode_batches_over_several_waves(rng, num_seqs, lengths, heads):
     # Pure decode with more blocks than the GPU holds at once. Up to 1024 sequences each block finds
     # its sequence in the longest-first order itself (no tile list): varied lengths, with empty
-    # sequences among them, take the bucket search, equal ones the sequence order; past 1024 the
-    # tile list comes back. Each against the reference, and the same with a plan (the list path).
+    # sequences among them, take the bucket search, equal ones the sequence order, all empty the
+    # search over one bucket; past 1024 the tile list comes back; a GQA group of 32 has large
+    # tiles, in sequence order. Each against the reference, and the same with a plan (the list).
+    hq, hkv = heads
     if lengths == "varied":
         kv_lens = list(rng.integers(0, 90, size=num_seqs))
         kv_lens[:3] = [0, 200, 1]
     else:
-        kv_lens = [37] * num_seqs
-    case = paged_case(rng, q_lens=[1] * num_seqs, kv_lens=kv_lens, num_q_heads=8, num_kv_heads=8,
+        kv_lens = [37 if lengths == "equal" else 0] * num_seqs
+    case = paged_case(rng, q_lens=[1] * num_seqs, kv_lens=kv_lens, num_q_heads=hq, num_kv_heads=hkv,
                       head_dim=64, page_size=16, dtype="bfloat16", decode=True, spare_pages=1)
     out, lse = check(case, "bfloat16")
     q, k, v, lens, table = case.args()[:5]
-    plan = jaxpaged.paged_attention_plan(lens, table, num_q_heads=8, num_kv_heads=8, page_size=16)
+    plan = jaxpaged.paged_attention_plan(lens, table, num_q_heads=hq, num_kv_heads=hkv, page_size=16)
     out_p, lse_p = jax.jit(functools.partial(jaxpaged.paged_attention, return_lse=True))(
         q, k, v, lens, table, plan=plan)
     np.testing.assert_array_equal(np.asarray(out_p, np.float32), np.asarray(out, np.float32))

@@ -3,7 +3,7 @@
 // so Python mirrors no size.
 //
 // Layout (float32 words): the tile list (int32: a two-word header, then (seq, tile word) pairs;
-// tile_schedule.cuh; unused when the call has a plan or runs pure decode in one wave), then, when
+// tile_schedule.cuh; unused when the call has a plan or runs pure decode without a list), then, when
 // rows may be split over several blocks, the splits' partial outputs [split_cap][rows][D] and lse
 // [split_cap][rows].
 #pragma once

@@ -641,7 +641,7 @@ __device__ __forceinline__ int seq_in_length_order(const PagedAttentionParams& p
   int top = 1, low = INT32_MAX;
 #pragma unroll
   for (int w = 0; w < kTileThreads / 32; ++w) top = max(top, red[2 * w]), low = min(low, red[2 * w + 1]);
-  if (low >= top) {  // one length (or one bucket): sequence order
+  if (low >= top) {  // all lengths equal: sequence order (other one-bucket batches take the full path)
     __syncthreads();  // (everyone has read red: the caller reuses the scratch)
     return rank;
   }

@@ -106,15 +106,16 @@ def test_long_context_uses_splits(rng, dtype):
     check(case, dtype, sliding_window=700)
 
 
-@pytest.mark.parametrize("num_seqs, lengths, heads", [(600, "varied", (8, 8)), (300, "equal", (8, 8)),
-                                                      (1024, "varied", (8, 8)), (1030, "varied", (8, 8)),
-                                                      (300, "varied", (64, 2)), (200, "zeros", (8, 8))])
+@pytest.mark.parametrize("num_seqs, lengths, heads", [(250, "varied", (8, 8)), (256, "equal", (8, 8)),
+                                                      (257, "varied", (8, 8)), (600, "varied", (8, 8)),
+                                                      (250, "varied", (64, 2)), (200, "zeros", (8, 8))])
 def test_decode_batches_over_several_waves(rng, num_seqs, lengths, heads):
-    # Pure decode with more blocks than the GPU holds at once. Up to 1024 sequences each block finds
-    # its sequence in the longest-first order itself (no tile list): varied lengths, with empty
-    # sequences among them, take the bucket search, equal ones the sequence order, all empty the
-    # search over one bucket; past 1024 the tile list comes back; a GQA group of 32 has large
-    # tiles, in sequence order. Each against the reference, and the same with a plan (the list).
+    # Pure decode with more blocks than the GPU holds at once (x 8 KV heads, x 2 at a GQA group of
+    # 32). Up to 256 sequences each block finds its sequence in the longest-first order itself (no
+    # tile list): varied lengths, with empty sequences among them, take the bucket search, equal
+    # ones the sequence order, all empty the search over one bucket; past 256 the tile list comes
+    # back; a GQA group of 32 has large tiles, in sequence order. Each against the reference, and
+    # the same with a plan (the list).
     hq, hkv = heads
     if lengths == "varied":
         kv_lens = list(rng.integers(0, 90, size=num_seqs))

@@ -320,7 +320,7 @@ int main(int argc, char** argv) {
        false, 1, 3, false, 2},
       {"fp8 e4m3 ragged, d64 page 1", {3, 9, 1}, {3, 500, 4}, 8, 2, 64, 1, false, 0, 30.f, false, 0, 0, false, 1},
   };
-  // Pure decode over several waves of blocks (x 8 KV heads): up to 1024 sequences the blocks find
+  // Pure decode over several waves of blocks (x 8 KV heads): up to 256 sequences the blocks find
   // their sequences in the longest-first order themselves (tile_kernel.cuh, seq_in_length_order);
   // past it the tile list again. Lengths varied, negative and zero among them; one case all equal.
   auto lengths = [](int n, bool equal) {
@@ -328,12 +328,12 @@ int main(int argc, char** argv) {
     for (int i = 0; !equal && i < n; ++i) v[size_t(i)] = (i * 37) % 200 - 3;
     return v;
   };
-  paged.push_back({"decode 400 sequences, varied lengths", {}, lengths(400, false), 32, 8, 128, 16, false, 0, 0.f,
+  paged.push_back({"decode 250 sequences, varied lengths", {}, lengths(250, false), 32, 8, 128, 16, false, 0, 0.f,
                    false, 2});
-  paged.push_back({"decode 300 sequences, equal lengths", {}, lengths(300, true), 32, 8, 128, 16});
-  paged.push_back({"fp8 e4m3 decode 400 sequences, varied lengths", {}, lengths(400, false), 32, 8, 128, 16, false,
+  paged.push_back({"decode 256 sequences, equal lengths", {}, lengths(256, true), 32, 8, 128, 16});
+  paged.push_back({"fp8 e4m3 decode 250 sequences, varied lengths", {}, lengths(250, false), 32, 8, 128, 16, false,
                    0, 0.f, false, 0, 0, false, 1});
-  paged.push_back({"decode 1100 sequences (the list)", {}, lengths(1100, false), 32, 8, 128, 16});
+  paged.push_back({"decode 400 sequences (the list)", {}, lengths(400, false), 32, 8, 128, 16});
   std::vector<MlaCase> mla = {
       {"h128 b4 page 64 junk ids", {4096, 33, 0, -5}, 1, 128, 64, true, false, 2, 128},
       {"h16 b8 page 1 split cache", {1, 100, 63, 64, 65, 0, 700, 3}, 1, 16, 1, false, false, 0, 64},

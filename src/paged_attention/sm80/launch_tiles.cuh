@@ -43,11 +43,15 @@ ffi::Error launch_paged_tiles(const PagedAttentionParams& p, const PagedWorkspac
   float* ws_lse = w.split_lse(ws, splits);
   // Pure decode needs no tile list (decode has no padding rows to clear): its blocks run in
   // sequence order when they all fit in one wave, and otherwise each block finds its sequence in
-  // the list's longest-first order itself (up to kOrderMaxSeqs sequences). One kernel launch fewer
-  // per call, and no wait for it (fp8 b64: 0.225 -> 0.214 ms per call; NOTES items 53 a, 58). A
-  // call with a plan reads the list the plan op made once for the step.
+  // the list's longest-first order itself (up to kListFreeSeqs sequences). One kernel launch fewer
+  // per call, and no wait for it (fp8 b64: 0.226 -> 0.217 ms per call; NOTES item 58). A call
+  // with a plan reads the list the plan op made once for the step. (kListFreeSeqs: what was timed,
+  // S <= 256. Each block's search grows with S - up to ~20 barriers at the function's 1024 - and a
+  // batch of many short sequences has the shortest blocks, so past 256 the list stays until timed.)
+  constexpr int64_t kListFreeSeqs = 256;
+  static_assert(kListFreeSeqs <= kOrderMaxSeqs, "seq_in_length_order holds at most kOrderMaxSeqs lengths");
   const bool one_wave = blocks * splits <= resident;
-  const bool direct = p.decode_only && (one_wave || (plan == nullptr && p.num_seqs <= kOrderMaxSeqs));
+  const bool direct = p.decode_only && (one_wave || (plan == nullptr && p.num_seqs <= kListFreeSeqs));
   const int by_length = direct && !one_wave ? 1 : 0;
   int32_t* own = reinterpret_cast<int32_t*>(ws);
   if (!direct && plan == nullptr) JP_RETURN_IF_ERROR(launch_paged_schedule(p, own, w.list_capacity, stream));

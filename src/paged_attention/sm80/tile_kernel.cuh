@@ -590,8 +590,8 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
   }
 }
 
-// Pure decode over more than one wave of blocks with no tile list (the launcher's choice up to
-// kOrderMaxSeqs sequences, without a plan): block position `rank` (counted in sequences) runs the
+// Pure decode over more than one wave of blocks with no tile list (the launcher's choice, without
+// a plan, up to its kListFreeSeqs sequences; this function holds up to kOrderMaxSeqs): block position `rank` (counted in sequences) runs the
 // sequence that the list would put there - tile_schedule.cuh's longest-first order by length
 // bucket; within a bucket, by index, where the list's order is arbitrary - found by every block
 // for itself from kv_lens, so the call needs no list kernel in front of this one (NOTES item 58).

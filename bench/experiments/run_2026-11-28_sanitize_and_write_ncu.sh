@@ -3,7 +3,8 @@
 # review's mends of the list-free decode, NOTES item 58 f: a guard past 1024 sequences, the early
 # exit for one-bucket batches, the search's early stop, no call in the LARGE instances):
 # (1) compute-sanitizer memcheck and racecheck of the paged cases of tools/sanitize_driver.cu,
-#     among them the multi-wave pure decode cases (400 / 300 / 1100 sequences);
+#     among them the multi-wave pure decode cases (250 varied, 256 equal, fp8 250: the blocks' own
+#     order; 400: the list);
 # (2) the multi-wave tests and test_plan on that build;
 # (3) ncu of the write_rows kernel alone on 16K bf16 tokens at random slots into 4 GiB (issue 17's
 #     write target, item 58 b: 79.5% of copy BW): DRAM bytes and throughput, waves, occupancy,

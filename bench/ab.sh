@@ -63,4 +63,18 @@ for r in $(seq "$ROUNDS"); do
       | grep -E "^(mla|sparse|decode|mixed)|copy bandwidth|Error|error" | tee -a "$OUT/ab.log"
   done
 done
+# The device tool brings back at most 8 files from $OUT: the variants' build logs and per-round
+# records (NAME_ROUND/) go into one archive, ab_results.tar.gz, beside ab.log (AB_KEEP=1: left as
+# they are).
+if [[ -z ${AB_KEEP:-} ]]; then
+  (
+    cd "$OUT" || exit 0
+    keep=()
+    for v in "${VARIANTS[@]}"; do
+      name=${v%%=*}
+      for f in "build_$name.log" "${name}"_[0-9]*; do [[ -e $f ]] && keep+=("$f"); done
+    done
+    ((${#keep[@]})) && tar -czf ab_results.tar.gz "${keep[@]}" && rm -rf "${keep[@]}"
+  )
+fi
 echo "total: $(( $(date +%s) - start )) s"

@@ -32,4 +32,9 @@ timeout 120 ncu --set full -k regex:write_rows -c 1 -f -o /tmp/write_rows python
 ncu -i /tmp/write_rows.ncu-rep --page details > "$OUT/write_rows_ncu.txt" 2>&1
 grep -E "Duration|DRAM Throughput|Memory Throughput|Waves Per SM|Achieved Occupancy|Eligible Warps|L2 Hit|Grid Size|Registers" \
   "$OUT/write_rows_ncu.txt" | head -16
+# (the device tool returns at most 8 files: keep the logs that matter)
+grep -qi error "$OUT/sanitize_build.log" 2>/dev/null && tail -5 "$OUT/sanitize_build.log"
+mv "$OUT/gpu.txt" "$OUT/sanitize_build.log" /tmp/ 2>/dev/null
+[[ -s "$OUT/write_rows_ncu.txt" ]] && mv "$OUT/write_ncu.log" /tmp/ 2>/dev/null
+ls "$OUT"
 echo "total $(( $(date +%s) - start )) s"

@@ -41,12 +41,10 @@ inline ffi::Error decode_write_rows(ffi::RemainingArgs args, int32_t layout, ffi
     if (rows->element_type() != cache->element_type() || result.element_type() != cache->element_type()) {
       return ffi::Error::InvalidArgument("jaxpaged: write_rows needs rows in the cache's dtype");
     }
-    const auto od = result.dimensions();
-    if (od.size() != 4 || od[0] != cache->dimensions()[0] || od[1] != cache->dimensions()[1] ||
-        od[2] != cache->dimensions()[2] || od[3] != cache->dimensions()[3]) {
+    const auto cd = cache->dimensions(), rd = rows->dimensions(), od = result.dimensions();
+    if (od.size() != 4 || od[0] != cd[0] || od[1] != cd[1] || od[2] != cd[2] || od[3] != cd[3]) {
       return ffi::Error::InvalidArgument("jaxpaged: write_rows' results must have their caches' shapes");
     }
-    const auto cd = cache->dimensions(), rd = rows->dimensions();
     const int64_t elt = int64_t(ffi::ByteWidth(cache->element_type()));
     WriteRowsParams& q = p[i];
     q.num_pages = cd[0];

@@ -106,20 +106,24 @@ def test_long_context_uses_splits(rng, dtype):
     check(case, dtype, sliding_window=700)
 
 
-@pytest.mark.parametrize("num_seqs, lengths, heads", [(250, "varied", (8, 8)), (256, "equal", (8, 8)),
-                                                      (257, "varied", (8, 8)), (600, "varied", (8, 8)),
-                                                      (250, "varied", (64, 2)), (200, "zeros", (8, 8))])
+@pytest.mark.parametrize("num_seqs, lengths, heads", [(120, "varied", (32, 32)), (128, "equal", (32, 32)),
+                                                      (128, "zeros", (32, 32)), (120, "one bucket", (16, 16)),
+                                                      (128, "varied", (64, 2)), (129, "varied", (32, 32)),
+                                                      (250, "varied", (8, 8)), (600, "varied", (8, 8))])
 def test_decode_batches_over_several_waves(rng, num_seqs, lengths, heads):
-    # Pure decode with more blocks than the GPU holds at once (x 8 KV heads, x 2 at a GQA group of
-    # 32). Up to 256 sequences each block finds its sequence in the longest-first order itself (no
-    # tile list): varied lengths, with empty sequences among them, take the bucket search, equal
-    # ones the sequence order, all empty the search over one bucket; past 256 the tile list comes
-    # back; a GQA group of 32 has large tiles, in sequence order. Each against the reference, and
-    # the same with a plan (the list).
+    # Pure decode with more blocks than the GPU holds at once (x 16-32 KV heads; x 2 at a GQA group
+    # of 32). Up to 128 sequences (bf16) each block finds its sequence in the longest-first order
+    # itself (no tile list): varied lengths, with empty sequences among them, take the bucket
+    # search; equal ones, all empty, or all in the longest's bucket (255 / 256 keys) the sequence
+    # order; a GQA group of 32 has large tiles, in sequence order. Past 128 the tile list. Each
+    # against the reference, and the same with a plan (the list).
     hq, hkv = heads
     if lengths == "varied":
         kv_lens = list(rng.integers(0, 90, size=num_seqs))
         kv_lens[:3] = [0, 200, 1]
+    elif lengths == "one bucket":  # (longest 256: 255 lands in bucket 0 of 256 as well)
+        kv_lens = list(255 + rng.integers(0, 2, size=num_seqs))
+        kv_lens[:2] = [255, 256]
     else:
         kv_lens = [37 if lengths == "equal" else 0] * num_seqs
     case = paged_case(rng, q_lens=[1] * num_seqs, kv_lens=kv_lens, num_q_heads=hq, num_kv_heads=hkv,

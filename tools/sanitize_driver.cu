@@ -320,18 +320,23 @@ int main(int argc, char** argv) {
        false, 1, 3, false, 2},
       {"fp8 e4m3 ragged, d64 page 1", {3, 9, 1}, {3, 500, 4}, 8, 2, 64, 1, false, 0, 30.f, false, 0, 0, false, 1},
   };
-  // Pure decode over several waves of blocks (x 8 KV heads): up to 256 sequences the blocks find
-  // their sequences in the longest-first order themselves (tile_kernel.cuh, seq_in_length_order);
-  // past it the tile list again. Lengths varied, negative and zero among them; one case all equal.
+  // Pure decode over several waves of blocks (x 8-32 KV heads): up to 128 sequences (bf16; fp8 256)
+  // the blocks find their sequences in the longest-first order themselves (tile_kernel.cuh,
+  // seq_in_length_order); past it the tile list again. Lengths varied, negative and zero among
+  // them; cases all equal.
   auto lengths = [](int n, bool equal) {
     std::vector<int> v(size_t(n), 77);
     for (int i = 0; !equal && i < n; ++i) v[size_t(i)] = (i * 37) % 200 - 3;
     return v;
   };
-  paged.push_back({"decode 250 sequences, varied lengths", {}, lengths(250, false), 32, 8, 128, 16, false, 0, 0.f,
-                   false, 2});
-  paged.push_back({"decode 256 sequences, equal lengths", {}, lengths(256, true), 32, 8, 128, 16});
+  paged.push_back({"decode 120 sequences x 32 KV heads, varied lengths", {}, lengths(120, false), 32, 32, 128, 16,
+                   false, 0, 0.f, false, 2});
+  paged.push_back({"decode 128 sequences x 32 KV heads, equal lengths", {}, lengths(128, true), 32, 32, 128, 16});
+  paged.push_back({"decode 250 sequences, varied lengths (the list)", {}, lengths(250, false), 32, 8, 128, 16, false,
+                   0, 0.f, false, 2});
   paged.push_back({"fp8 e4m3 decode 250 sequences, varied lengths", {}, lengths(250, false), 32, 8, 128, 16, false,
+                   0, 0.f, false, 0, 0, false, 1});
+  paged.push_back({"fp8 e4m3 decode 256 sequences, equal lengths", {}, lengths(256, true), 32, 8, 128, 16, false,
                    0, 0.f, false, 0, 0, false, 1});
   paged.push_back({"decode 400 sequences (the list)", {}, lengths(400, false), 32, 8, 128, 16});
   std::vector<MlaCase> mla = {

@@ -11,6 +11,8 @@
 namespace jaxpaged {
 
 constexpr int kLengthBuckets = 256;
+// The most sequences whose lengths the tile kernel's blocks order themselves (tile_kernel.cuh).
+constexpr int kOrderMaxSeqs = 1024;
 
 // The bucket of a sequence of `len` keys when the longest has `top` (>= 1): 0 holds the longest.
 __device__ __forceinline__ int length_bucket(int64_t len, int64_t top) {

@@ -45,10 +45,13 @@ ffi::Error launch_paged_tiles(const PagedAttentionParams& p, const PagedWorkspac
   // sequence order when they all fit in one wave, and otherwise each block finds its sequence in
   // the list's longest-first order itself (up to kListFreeSeqs sequences). One kernel launch fewer
   // per call, and no wait for it (fp8 b64: 0.226 -> 0.217 ms per call; NOTES item 58). A call
-  // with a plan reads the list the plan op made once for the step. (kListFreeSeqs: what was timed,
-  // S <= 256. Each block's search grows with S - up to ~20 barriers at the function's 1024 - and a
-  // batch of many short sequences has the shortest blocks, so past 256 the list stays until timed.)
-  constexpr int64_t kListFreeSeqs = 256;
+  // with a plan reads the list the plan op made once for the step. kListFreeSeqs: where the
+  // blocks' own search measured no slower than the list (NOTES item 59, S = 128-1024 sequences of
+  // 16-512 keys or all 256): every block pays the search before its first load, and short blocks
+  // feel it - bf16 varied lengths lose 8% at S = 256 (137 against 126 us), level at 128; fp8
+  // varied level at 256, equal lengths (one reduction, no search) ahead everywhere (fp8 S = 256:
+  // 79 against 89 us). Past the limit the list is kept.
+  constexpr int64_t kListFreeSeqs = FP8 ? 256 : 128;
   static_assert(kListFreeSeqs <= kOrderMaxSeqs, "seq_in_length_order holds at most kOrderMaxSeqs lengths");
   const bool one_wave = blocks * splits <= resident;
   const bool direct = p.decode_only && (one_wave || (plan == nullptr && p.num_seqs <= kListFreeSeqs));

@@ -598,10 +598,10 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
 // Lengths all equal (every bucket 0) leave sequence order after one reduction. All threads call;
 // `scratch` is shared memory the block does not use yet (kLengthBuckets + 8 ints; the scans use
 // it rather than block_scan.cuh's static array, which would add to every instance's footprint).
-constexpr int kOrderMaxSeqs = 1024;
 __device__ __forceinline__ int seq_in_length_order(const PagedAttentionParams& p, int rank, int* scratch) {
   constexpr int kPer = kOrderMaxSeqs / kTileThreads;
   const int S = int(p.num_seqs), tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  if (S > kOrderMaxSeqs) return rank;  // (the launcher lists those; before any barrier, uniform)
   const int64_t capacity = p.max_pages * p.page_size;
   int* hist = scratch;                    // [kLengthBuckets]
   int* red = scratch + kLengthBuckets;    // [4 warps][2]: maxima and minima of the lengths
@@ -641,7 +641,7 @@ __device__ __forceinline__ int seq_in_length_order(const PagedAttentionParams& p
   int top = 1, low = INT32_MAX;
 #pragma unroll
   for (int w = 0; w < kTileThreads / 32; ++w) top = max(top, red[2 * w]), low = min(low, red[2 * w + 1]);
-  if (low >= top) {  // all lengths equal: sequence order (other one-bucket batches take the full path)
+  if (length_bucket(low, top) == 0) {  // every length in the longest's bucket: sequence order
     __syncthreads();  // (everyone has read red: the caller reuses the scratch)
     return rank;
   }
@@ -665,7 +665,7 @@ __device__ __forceinline__ int seq_in_length_order(const PagedAttentionParams& p
   int seen = 0;
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
-    if (i * kTileThreads >= S) break;  // (block-uniform)
+    if (i * kTileThreads >= S || seen > within) break;  // (block-uniform: found, or past the end)
     const bool in = len[i] >= 0 && length_bucket(len[i], top) == bucket;
     int n;
     const int at = seen + scan(in ? 1 : 0, &n);
@@ -745,7 +745,9 @@ __global__ void __launch_bounds__(kTileThreads)
     large = is_large_tile(group);
     if (seq >= p.num_seqs) return;
     // (a list holds large tiles in sequence order, so only small ones are reordered)
-    if (by_length && !large) seq = seq_in_length_order(p, seq, reinterpret_cast<int*>(smem));
+    if constexpr (!LARGE) {  // (pure decode's tiles are all large in a LARGE instance)
+      if (by_length && !large) seq = seq_in_length_order(p, seq, reinterpret_cast<int*>(smem));
+    }
   } else {
     const int64_t positions = tile_blocks / p.num_kv_heads;  // the list's capacity
     const int64_t total = min(max(int64_t(work[1]), int64_t(0)), positions);

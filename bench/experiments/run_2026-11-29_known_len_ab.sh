@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Prepared in session 38, not run: one dependent read fewer before a block's first K/V copy
+# (NOTES item 59 c-d: the per-block serial prologue is what short and equal blocks pay).
+#   kl  = 2026-11-29_paged_known_len.patch: the blocks' own search hands the found sequence's
+#         clamped KV length to attend_tile, which then skips its kv_lens[seq] read (own order);
+#   kll = 2026-11-29_paged_known_len_and_list.patch: kl, and the call's own tile list of pure
+#         decode carries each small tile's KV length in its word (never a plan's, which may come
+#         from other kv_lens): the list path skips that read too.
+# (1) base, kl, kll built at once, kll's sanitizer driver beside them;
+# (2) bench.py --ours-only --ours-step, 2 rounds, on the multi-wave decode configs and
+#     mixed_prefill_decode (kll's LARGE instance compiles to 173 registers, was 220: no spills,
+#     still 2 blocks an SM);
+# (3) list_free_scan.py on each once;
+# (4) kll's paged tests beside memcheck and racecheck of its paged driver cases.
+#   run tool: command "bash bench/experiments/run_2026-11-29_known_len_ab.sh", carry [".whl"]
+set -uo pipefail
+source bench/experiments/run_lib.sh
+use_peers
+repo=$(pwd)
+s2=patch:$E/2026-11-29_paged_known_len_and_list.patch  # (kll)
+OUT=$OUT/ab timeout 300 bash bench/ab.sh 0 base=. kl=patch:$E/2026-11-29_paged_known_len.patch kll=$s2 > "$OUT/ab_build.log" 2>&1 &
+ab_pid=$!
+sleep 8  # (ab.sh has copied and patched the trees)
+san=/tmp/san_kll
+(cmake -S /tmp/ab_src_kll -B $san -G Ninja -DJAXPAGED_CUDA=ON -DJAXPAGED_SANITIZE_DRIVER=ON -DJAXPAGED_CUDA_ARCHS=90a > /tmp/san_build.log 2>&1 &&
+  nice ninja -C $san jaxpaged_sanitize >> /tmp/san_build.log 2>&1; echo "sanitizer driver build rc $?") &
+san_pid=$!
+wait $ab_pid
+grep -E "builds|FAILED" "$OUT/ab_build.log"
+wait $san_pid
+echo "builds done $(( $(date +%s) - start )) s"
+cd /tmp
+for v in base kl kll; do
+  PYTHONPATH=/tmp/ab_$v:/tmp/site timeout 60 python3 "$repo/$E/list_free_scan.py" 2>&1 \
+    | grep -E "us$|Error" | sed "s/^/$v /" >> "$OUT/known_len_scan.log"
+done
+echo "scan done $(( $(date +%s) - start )) s"
+python3 - "$OUT/known_len_scan.log" <<'PY'
+import collections, re, sys
+t = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    m = re.match(r"(\w+) list_free_limit=\S+ (\S+) S=(\d+) (\S+): ([\d.]+) us", line)
+    if m: t[(m.group(2), int(m.group(3)), m.group(4), m.group(1))].append(float(m.group(5)))
+print("kind  S      lengths    base      kl     kll (us)")
+for key in sorted({k[:3] for k in t}):
+    g = lambda v: min(t[key + (v,)]) if t[key + (v,)] else 0
+    print(f"{key[0]:5} {key[1]:5} {key[2]:7} {g('base'):8.1f} {g('kl'):8.1f} {g('kll'):8.1f}")
+PY
+cd "$repo"
+AB_REUSE=1 OUT=$OUT/ab timeout 270 bash bench/ab.sh 2 base=. kl=patch:$E/2026-11-29_paged_known_len.patch kll=$s2 -- --ours-step \
+  --only decode_b64_ctx4k decode_fp8_b64_ctx4k decode_b256_ctx1k decode_varlen_b128 mixed_prefill_decode > "$OUT/ab_time.log" 2>&1
+grep -E "^==|^decode|^mixed" "$OUT/ab/ab.log" | cut -c1-160
+echo "timing done $(( $(date +%s) - start )) s"
+cd /tmp
+left=$(( 585 - ($(date +%s) - start) ))
+for tool in memcheck racecheck; do
+  quick=$([[ $tool == racecheck ]] && echo --quick)
+  timeout $left compute-sanitizer --tool $tool --error-exitcode 9 $san/jaxpaged_sanitize $quick --paged-only \
+    > "$OUT/sanitize_$tool.log" 2>&1 &
+done
+PYTHONPATH=/tmp/ab_kll:/tmp/site timeout $left python3 -m pytest -q -p no:cacheprovider -n 6 /tmp/ab_src_kll/tests/test_paged_attention.py \
+  /tmp/ab_src_kll/tests/test_fp8.py /tmp/ab_src_kll/tests/test_plan.py -k "not mla" > "$OUT/tests_kll.log" 2>&1
+echo "tests of kll: rc $? - $(tail -1 "$OUT/tests_kll.log")"
+wait
+for tool in memcheck racecheck; do echo "$tool: $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/sanitize_$tool.log" | tail -1) | $(tail -1 "$OUT/sanitize_$tool.log")"; done
+ls "$OUT" "$OUT/ab"
+echo "total $(( $(date +%s) - start )) s"

@@ -232,7 +232,7 @@ def run_config(cfg, rng, copy_GBps, ours_only=False, ours_step=False):
         opts = mla_options(cfg)
         ours_q = lambda q_nope, *ops, plan=None: jaxpaged.mla_decode(q_nope, *ops, **opts, plan=plan)[0]  # noqa: E731
         ref = jax.jit(lambda *a: reference.mla_decode(*a, **opts)[0])
-        peer_fns = {"flashmla": lambda: peers.flashmla(cfg, args, opts["scale"])}
+        peer_fns = {"flashmla": lambda: peers.flashmla(cfg, args, opts["scale"], opts.get("kv_scale"))}
         # A serving step makes the schedule once for all layers (as FlashMLA's metadata): ops are
         # (q_pe, ckv, kpe, kv_lens, block_tables).
         per_step = lambda *ops: dict(plan=jaxpaged.mla_decode_plan(  # noqa: E731

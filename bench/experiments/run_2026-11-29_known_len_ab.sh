@@ -35,17 +35,7 @@ for v in base kl kll; do
     | grep -E "us$|Error" | sed "s/^/$v /" >> "$OUT/known_len_scan.log"
 done
 echo "scan done $(( $(date +%s) - start )) s"
-python3 - "$OUT/known_len_scan.log" <<'PY'
-import collections, re, sys
-t = collections.defaultdict(list)
-for line in open(sys.argv[1]):
-    m = re.match(r"(\w+) list_free_limit=\S+ (\S+) S=(\d+) (\S+): ([\d.]+) us", line)
-    if m: t[(m.group(2), int(m.group(3)), m.group(4), m.group(1))].append(float(m.group(5)))
-print("kind  S      lengths    base      kl     kll (us)")
-for key in sorted({k[:3] for k in t}):
-    g = lambda v: min(t[key + (v,)]) if t[key + (v,)] else 0
-    print(f"{key[0]:5} {key[1]:5} {key[2]:7} {g('base'):8.1f} {g('kl'):8.1f} {g('kll'):8.1f}")
-PY
+python3 "$repo/$E/scan_table.py" "$OUT/known_len_scan.log" base kl kll
 cd "$repo"
 AB_REUSE=1 OUT=$OUT/ab timeout 270 bash bench/ab.sh 2 base=. kl=patch:$E/2026-11-29_paged_known_len.patch kll=$s2 -- --ours-step \
   --only decode_b64_ctx4k decode_fp8_b64_ctx4k decode_b256_ctx1k decode_varlen_b128 mixed_prefill_decode > "$OUT/ab_time.log" 2>&1

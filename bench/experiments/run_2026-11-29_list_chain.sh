@@ -25,15 +25,5 @@ for r in 1 2; do
       >> "$OUT/list_chain_scan.log"
   done
 done
-python3 - "$OUT/list_chain_scan.log" <<'PY'
-import collections, re, sys
-t = collections.defaultdict(list)
-for line in open(sys.argv[1]):
-    m = re.match(r"(\w+) list_free_limit=\S+ (\S+) S=(\d+) (\S+): ([\d.]+) us", line)
-    if m: t[(m.group(2), int(m.group(3)), m.group(4), m.group(1))].append(float(m.group(5)))
-print("kind  S      lengths    own   list-dependent   list-plain (us, best of 2)")
-for key in sorted({k[:3] for k in t}):
-    g = lambda v: min(t[key + (v,)]) if t[key + (v,)] else 0
-    print(f"{key[0]:5} {key[1]:5} {key[2]:7} {g('own'):8.1f} {g('lc'):12.1f} {g('lp'):12.1f}")
-PY
+python3 "$R/$E/scan_table.py" "$OUT/list_chain_scan.log" own lc lp
 echo "total $(( $(date +%s) - start )) s"

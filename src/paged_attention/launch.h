@@ -32,8 +32,8 @@ ffi::Error launch_paged_schedule(const PagedAttentionParams& p, int32_t* work, i
 
 // The tile kernel for head dim D (LARGE: with the 64-row prefill tiles; FP8: over fp8 caches),
 // then the merge of KV splits; runs the schedule first unless `plan` holds the call's tile list
-// (or the call is pure decode, which needs none: in one wave, or up to 256 sequences, whose blocks
-// then order themselves). sm80/launch_tiles.cuh.
+// (or the call is pure decode, which needs none: in one wave, or up to 128 sequences with 16-bit
+// caches and 256 with fp8, whose blocks then order themselves). sm80/launch_tiles.cuh.
 template <typename T, int D, bool LARGE, bool FP8>
 ffi::Error launch_paged_tiles(const PagedAttentionParams& p, const PagedWorkspace& w, float* ws,
                               const int32_t* plan, gpuStream_t stream);

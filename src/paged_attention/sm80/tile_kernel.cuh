@@ -591,11 +591,12 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
 }
 
 // Pure decode over more than one wave of blocks with no tile list (the launcher's choice, without
-// a plan, up to its kListFreeSeqs sequences; this function holds up to kOrderMaxSeqs): block position `rank` (counted in sequences) runs the
-// sequence that the list would put there - tile_schedule.cuh's longest-first order by length
-// bucket; within a bucket, by index, where the list's order is arbitrary - found by every block
-// for itself from kv_lens, so the call needs no list kernel in front of this one (NOTES item 58).
-// Lengths all equal (every bucket 0) leave sequence order after one reduction. All threads call;
+// a plan, up to its kListFreeSeqs sequences; this function holds up to kOrderMaxSeqs): block
+// position `rank` (counted in sequences) runs the sequence that the list would put there -
+// tile_schedule.cuh's longest-first order by length bucket; within a bucket, by index, where the
+// list's order is arbitrary - found by every block for itself from kv_lens, so the call needs no
+// list kernel in front of this one (NOTES items 58-59). Lengths all in the longest's bucket (all
+// equal, say) leave sequence order after one reduction. All threads call;
 // `scratch` is shared memory the block does not use yet (kLengthBuckets + 8 ints; the scans use
 // it rather than block_scan.cuh's static array, which would add to every instance's footprint).
 __device__ __forceinline__ int seq_in_length_order(const PagedAttentionParams& p, int rank, int* scratch) {

@@ -8,6 +8,7 @@ the f16 path's numbers are the baseline. Expected of the mode (item 61's model, 
 
     PYTHONPATH=<build>:tests python3 bench/experiments/mla_fp8_math_check.py
 """
+import dataclasses
 import functools
 import os
 import sys
@@ -44,21 +45,30 @@ def report(name, out, lse, ref_out, ref_lse):
           flush=True)
 
 
-CASES = [  # heads, s_q, page_size, causal, kv_lens (the wide kernel: > 16 query rows, pages >= 64)
-    (128, 1, 64, False, [0, 1000, 4100, 63, 129]),
-    (32, 1, 128, False, [3, 64, 2000]),
-    (64, 2, 64, True, [1, 700, 65]),
-    (128, 1, 64, False, [4096] * 4),
-    (128, 2, 64, True, [4096, 3000]),
+CASES = [  # heads, s_q, page_size, causal, kv_lens, query factor (the wide kernel: > 16 query rows, pages >= 64)
+    (128, 1, 64, False, [0, 1000, 4100, 63, 129], 1.0),
+    (32, 1, 128, False, [3, 64, 2000], 1.0),
+    (64, 2, 64, True, [1, 700, 65], 1.0),
+    (128, 1, 64, False, [4096] * 4, 1.0),
+    (128, 2, 64, True, [4096, 3000], 1.0),
+    # Long sequences, and nearly flat attention (queries x 0.02): O summed over many tiles, where
+    # Hopper's fp8 products keep fewer bits than float32 (tools/wgmma_fp8_probe.cu).
+    (128, 1, 64, False, [16384, 32768], 1.0),
+    (128, 1, 64, False, [16384, 32768], 0.02),
 ]
-for heads, s_q, page, causal, lens in CASES:
+for heads, s_q, page, causal, lens, qf in CASES:
     case = mla_case(rng, kv_lens=lens, s_q=s_q, num_heads=heads, page_size=page, dtype="bfloat16", combined=True)
+    if qf != 1.0:
+        case = dataclasses.replace(case, q_nope=(case.q_nope * qf).astype(case.q_nope.dtype),
+                             q_pe=(case.q_pe * qf).astype(case.q_pe.dtype))
     for fmt in ("e4m3", "e5m2"):
         ckv = caches(case, fmt)
         args = (case.q_nope, case.q_pe, ckv, None, case.kv_lens, case.block_tables)
         out, lse = jax.jit(functools.partial(jaxpaged.mla_decode, scale=0.07, causal=causal, kv_scale=0.01))(*args)
         ref_out, ref_lse = reference.mla_decode(*args, scale=0.07, causal=causal, kv_scale=0.01)
-        report(f"{fmt} h{heads} sq{s_q} p{page} {'causal ' if causal else ''}{lens}", out, lse, ref_out, ref_lse)
+        lens_s = str(lens) if len(lens) < 5 or len(set(lens)) > 1 else f"[{lens[0]}] x {len(lens)}"
+        report(f"{fmt} h{heads} sq{s_q} p{page} {'causal ' if causal else ''}{lens_s}{' q x%g' % qf if qf != 1 else ''}",
+               out, lse, ref_out, ref_lse)
 
 # A causal token that sees no key beside NaN keys (test_mla_row_without_keys_is_zero_beside_nan_values, 32 heads).
 case = mla_case(rng, kv_lens=[1, 2], s_q=3, num_heads=32, page_size=64, dtype="bfloat16", combined=True)

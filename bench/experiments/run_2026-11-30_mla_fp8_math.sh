@@ -4,53 +4,64 @@
 # e4m3 (A the raw tile, Q^T e4m3 x 2^k per row), P^T e4m3, O^T += V^T P^T as RS m64n64k32 with the
 # raw bytes as A - no conversions, half the tensor cycles. Predicted (item 59 j) 0.095-0.105 ms on
 # mla_fp8_h128_b64_ctx4k (HEAD 0.155, FlashMLA's fp8 kernel 0.116 on the same cache, 2026-11-27).
-# The default instance's PTX is unchanged by the patch (checked here). f8s4 adds
-# 2026-11-30_mla_fp8_math_stages4.patch: the mode's smaller Q^T (40 KiB) and P^T (8 KiB) leave room
-# for a fourth raw stage (213.9 KiB in all).
-# (1) base, f8 and f8s4 built (bench/ab.sh); (2) mla_fp8_math_check.py on f8, the f16 path first
-#     (JAXPAGED_MLA_FP8_MATH=0) then the mode: errors against the reference, NaN / zero patterns;
-# (3) 2 rounds of the two h128 fp8 configs per call and per layer (base, f8, f8s4); (4) bench.py with the peers on
-#     f8 for those configs (FlashMLA's fp8 kernel beside, both errors); (5) memcheck of f8's MLA
-#     driver cases in the time left.
-#   run tool: command "bash bench/experiments/run_2026-11-30_mla_fp8_math.sh", carry [".whl"], kind nvidia-h100-x1
+# The default instance's PTX is unchanged by every patch (checked locally). Variants:
+#   f8    the mode (O summed in the fp8 accumulator across all tiles, as FlashMLA's kernel);
+#   f8p   + _promote.patch: each tile's O products summed in sacc, then added in float32 (the
+#         tensor cores keep fewer bits than float32 in fp8 sums: tools/wgmma_fp8_probe.cu);
+#   f8s4p + _stages4.patch: a fourth raw stage in the room the smaller Q^T / P^T leave (213.9 KiB).
+# PART=1 (one call): base and the three built (bench/ab.sh); 2 rounds of the two h128 fp8 configs
+#   per call and per layer; then in the time left mla_fp8_math_check.py on f8p, f8, the f16 path (f8
+#   with JAXPAGED_MLA_FP8_MATH=0) and f8s4p (errors against the reference incl. 16K / 32K and flat
+#   attention, NaN / zero patterns).
+# PART=2 (the next call, at once; reuses the builds on a warm machine): VARIANT (default f8s4p)
+#   under bench.py with the peers (FlashMLA's fp8 kernel beside, both errors) on the three fp8 MLA
+#   configs, then memcheck of its MLA driver cases in the time left.
+#   run tool: command "PART=1 bash bench/experiments/run_2026-11-30_mla_fp8_math.sh", carry [".whl"], kind nvidia-h100-x1
 set -uo pipefail
 source bench/experiments/run_lib.sh
 use_peers
 repo=$(pwd)
 f8=patch:$E/2026-11-30_mla_fp8_math.patch
-f8s4=$f8+$E/2026-11-30_mla_fp8_math_stages4.patch
-OUT=$OUT/ab timeout 300 bash bench/ab.sh 0 base=. f8=$f8 f8s4=$f8s4 > "$OUT/ab_build.log" 2>&1 &
-ab_pid=$!
-sleep 8  # (ab.sh has copied and patched the trees)
-san=/tmp/san_f8
-(cmake -S /tmp/ab_src_f8 -B $san -G Ninja -DJAXPAGED_CUDA=ON -DJAXPAGED_SANITIZE_DRIVER=ON -DJAXPAGED_CUDA_ARCHS=90a > /tmp/san_build.log 2>&1 &&
-  nice ninja -C $san jaxpaged_sanitize >> /tmp/san_build.log 2>&1; echo "sanitizer driver build rc $?") &
-san_pid=$!
-wait $ab_pid
-grep -E "builds|FAILED" "$OUT/ab_build.log"
-echo "builds done $(( $(date +%s) - start )) s"
-cd /tmp
-for m in 0 1 s4; do
-  JAXPAGED_MLA_FP8_MATH=${m/s4/1} PYTHONPATH=/tmp/ab_f8${m/[01]/}:/tmp/site timeout 90 \
-    python3 "$repo/$E/mla_fp8_math_check.py" > "$OUT/check_$m.log" 2>&1
-  echo "check ($m: JAXPAGED_MLA_FP8_MATH=${m/s4/1}, build ab_f8${m/[01]/}) rc $?"
-  grep -E "err|Error" "$OUT/check_$m.log" | cut -c1-150
-done
-echo "checks done $(( $(date +%s) - start )) s"
-cd "$repo"
-AB_REUSE=1 OUT=$OUT/ab timeout 200 bash bench/ab.sh 2 base=. f8=$f8 f8s4=$f8s4 -- --ours-step \
-  --only mla_fp8_h128_b64_ctx4k mla_fp8_h128_b128_ctx8k > "$OUT/ab_time.log" 2>&1
-grep -E "^==|^mla" "$OUT/ab/ab.log" | cut -c1-160
-echo "timing done $(( $(date +%s) - start )) s"
-cd /tmp
-PYTHONPATH=/tmp/ab_f8:$PYTHONPATH timeout 120 python3 /tmp/ab_src_f8/bench/bench.py --out "$OUT/bench_f8" \
-  --only mla_fp8_h128_b64_ctx4k mla_fp8_h128_b128_ctx8k > "$OUT/bench_f8.log" 2>&1
-echo "bench with peers rc $?"; grep -E "^mla" "$OUT/bench_f8.log" | cut -c1-170
-wait $san_pid
-left=$(( 585 - ($(date +%s) - start) ))
-if (( left > 30 )); then
+f8p=$f8+$E/2026-11-30_mla_fp8_math_promote.patch
+f8s4p=$f8+$E/2026-11-30_mla_fp8_math_stages4.patch+$E/2026-11-30_mla_fp8_math_promote.patch
+variants=(base=. f8=$f8 f8p=$f8p f8s4p=$f8s4p)
+if [[ ${PART:-1} == 1 ]]; then
+  OUT=$OUT/ab timeout 330 bash bench/ab.sh 0 "${variants[@]}" > "$OUT/ab_build.log" 2>&1
+  grep -E "builds|FAILED" "$OUT/ab_build.log"
+  echo "builds done $(( $(date +%s) - start )) s"
+  cd "$repo"
+  AB_REUSE=1 OUT=$OUT/ab timeout 240 bash bench/ab.sh 2 "${variants[@]}" -- \
+    --ours-step --only mla_fp8_h128_b64_ctx4k mla_fp8_h128_b128_ctx8k > "$OUT/ab_time.log" 2>&1
+  grep -E "^==|^mla" "$OUT/ab/ab.log" | cut -c1-150
+  echo "timing done $(( $(date +%s) - start )) s"
+  cd /tmp
+  for v in f8p f8 f16 f8s4p; do  # (in the time left, most wanted first)
+    left=$(( 580 - ($(date +%s) - start) ))
+    (( left < 20 )) && break
+    m=$([[ $v == f16 ]] && echo 0 || echo 1); b=$([[ $v == f16 ]] && echo f8 || echo $v)
+    JAXPAGED_MLA_FP8_MATH=$m PYTHONPATH=/tmp/ab_$b:/tmp/site timeout $(( left < 90 ? left : 90 )) \
+      python3 "$repo/$E/mla_fp8_math_check.py" > "$OUT/check_$v.log" 2>&1
+    echo "check $v (build $b, JAXPAGED_MLA_FP8_MATH=$m) rc $?"
+    grep -E "err|Error" "$OUT/check_$v.log" | sed "s/^[a-z0-9]* */$v /" | cut -c1-140
+  done
+else
+  v=${VARIANT:-f8s4p}
+  if [[ ! -d /tmp/ab_$v/jaxpaged ]]; then  # (a fresh machine: build that variant alone)
+    OUT=$OUT/ab timeout 240 bash bench/ab.sh 0 "$v=${!v}" > "$OUT/ab_build.log" 2>&1
+    grep -E "builds|FAILED" "$OUT/ab_build.log"
+  fi
+  san=/tmp/san_$v
+  (cmake -S /tmp/ab_src_$v -B $san -G Ninja -DJAXPAGED_CUDA=ON -DJAXPAGED_SANITIZE_DRIVER=ON -DJAXPAGED_CUDA_ARCHS=90a \
+     > /tmp/san_build.log 2>&1 && nice ninja -C $san jaxpaged_sanitize >> /tmp/san_build.log 2>&1; echo "sanitizer build rc $?") &
+  san_pid=$!
+  cd /tmp
+  PYTHONPATH=/tmp/ab_$v:$PYTHONPATH timeout 200 python3 /tmp/ab_src_$v/bench/bench.py --out "$OUT/bench_$v" \
+    --only mla_fp8_h128_b64_ctx4k mla_fp8_h128_b128_ctx8k mla_fp8_h16_b128_ctx4k > "$OUT/bench_$v.log" 2>&1
+  echo "bench with peers ($v) rc $?"; grep -E "^mla" "$OUT/bench_$v.log" | cut -c1-170
+  wait $san_pid
+  left=$(( 585 - ($(date +%s) - start) ))
   timeout $left compute-sanitizer --tool memcheck --error-exitcode 9 $san/jaxpaged_sanitize --mla-only \
-    > "$OUT/memcheck_f8.log" 2>&1
-  echo "memcheck rc $? $(grep 'ERROR SUMMARY' "$OUT/memcheck_f8.log" | tail -1) | $(tail -1 "$OUT/memcheck_f8.log")"
+    > "$OUT/memcheck_$v.log" 2>&1
+  echo "memcheck rc $? $(grep 'ERROR SUMMARY' "$OUT/memcheck_$v.log" | tail -1) | $(tail -1 "$OUT/memcheck_$v.log")"
 fi
 echo "total $(( $(date +%s) - start )) s"

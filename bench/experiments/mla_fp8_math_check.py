@@ -10,6 +10,7 @@ the f16 path's numbers are the baseline. Expected of the mode (item 61's model, 
 """
 import dataclasses
 import functools
+import inspect
 import os
 import sys
 
@@ -24,6 +25,8 @@ from cases import mla_case  # noqa: E402
 
 rng = np.random.default_rng(7)
 mode = "f16" if os.environ.get("JAXPAGED_MLA_FP8_MATH") == "0" else "fp8math"
+# (with the API patch, 2026-11-30_mla_fp8_math_api.patch, the mode is mla_decode's fp8_math option)
+API = {"fp8_math": mode == "fp8math"} if "fp8_math" in inspect.signature(jaxpaged.mla_decode).parameters else {}
 
 
 def caches(case, fmt):
@@ -64,7 +67,7 @@ for heads, s_q, page, causal, lens, qf in CASES:
     for fmt in ("e4m3", "e5m2"):
         ckv = caches(case, fmt)
         args = (case.q_nope, case.q_pe, ckv, None, case.kv_lens, case.block_tables)
-        out, lse = jax.jit(functools.partial(jaxpaged.mla_decode, scale=0.07, causal=causal, kv_scale=0.01))(*args)
+        out, lse = jax.jit(functools.partial(jaxpaged.mla_decode, **API, scale=0.07, causal=causal, kv_scale=0.01))(*args)
         ref_out, ref_lse = reference.mla_decode(*args, scale=0.07, causal=causal, kv_scale=0.01)
         lens_s = str(lens) if len(lens) < 5 or len(set(lens)) > 1 else f"[{lens[0]}] x {len(lens)}"
         report(f"{fmt} h{heads} sq{s_q} p{page} {'causal ' if causal else ''}{lens_s}{' q x%g' % qf if qf != 1 else ''}",
@@ -78,7 +81,7 @@ raw = np.asarray(jax.lax.bitcast_convert_type(ckv, jnp.uint8)).copy()
 raw[table[:, 0], 0, :512] = 0x7F
 ckv = jax.lax.bitcast_convert_type(jnp.asarray(raw), ckv.dtype)
 args = (case.q_nope, case.q_pe, ckv, None, case.kv_lens, case.block_tables)
-out, lse = jax.jit(functools.partial(jaxpaged.mla_decode, scale=0.07, causal=True, kv_scale=0.01))(*args)
+out, lse = jax.jit(functools.partial(jaxpaged.mla_decode, **API, scale=0.07, causal=True, kv_scale=0.01))(*args)
 report("no key beside NaN keys (h32)", out, lse, *reference.mla_decode(*args, scale=0.07, causal=True, kv_scale=0.01))
 
 # Queries of any magnitude (test_mla_fp8_queries_of_any_magnitude, 128 heads, pages of 64).
@@ -92,10 +95,10 @@ sn[:, :, 5], sp[:, :, 5] = spread[:512], spread[512:]
 q_nope = (case.q_nope.astype(jnp.float32) * sn).astype(jnp.bfloat16)
 q_pe = (case.q_pe.astype(jnp.float32) * sp).astype(jnp.bfloat16)
 args = (q_nope, q_pe, ckv, None, case.kv_lens, case.block_tables)
-out, lse = jax.jit(functools.partial(jaxpaged.mla_decode, scale=0.07, kv_scale=0.01))(*args)
+out, lse = jax.jit(functools.partial(jaxpaged.mla_decode, **API, scale=0.07, kv_scale=0.01))(*args)
 report("queries of any magnitude (h128)", out, lse, *reference.mla_decode(*args, scale=0.07, kv_scale=0.01))
 # An infinite query value: its row's output is NaN in the reference (inf x key values of both signs).
 q_inf = case.q_nope.at[0, 0, 3, 7].set(jnp.inf)
 args = (q_inf, case.q_pe, ckv, None, case.kv_lens, case.block_tables)
-out, lse = jax.jit(functools.partial(jaxpaged.mla_decode, scale=0.07, kv_scale=0.01))(*args)
+out, lse = jax.jit(functools.partial(jaxpaged.mla_decode, **API, scale=0.07, kv_scale=0.01))(*args)
 report("an infinite query value (h128)", out, lse, *reference.mla_decode(*args, scale=0.07, kv_scale=0.01))

@@ -16,6 +16,10 @@
 # PART=2 (the next call, at once; reuses the builds on a warm machine): VARIANT (default f8s4p)
 #   under bench.py with the peers (FlashMLA's fp8 kernel beside, both errors) on the three fp8 MLA
 #   configs, then memcheck of its MLA driver cases in the time left.
+# PART=3 (the landing check, if the mode gains): the API patch (2026-11-30_mla_fp8_math_api.patch:
+#   mla_decode(..., fp8_math=False), tests/test_fp8.py's bound test, the bench's fp8math configs, a
+#   sanitizer case) on f8 + EXTRA (default "_stages4 _promote": the variants' patch suffixes): its
+#   test_fp8.py on the GPU, bench.py with the peers on the fp8 MLA configs, memcheck.
 #   run tool: command "PART=1 bash bench/experiments/run_2026-11-30_mla_fp8_math.sh", carry [".whl"], kind nvidia-h100-x1
 set -uo pipefail
 source bench/experiments/run_lib.sh
@@ -44,6 +48,28 @@ if [[ ${PART:-1} == 1 ]]; then
     echo "check $v (build $b, JAXPAGED_MLA_FP8_MATH=$m) rc $?"
     grep -E "err|Error" "$OUT/check_$v.log" | sed "s/^[a-z0-9]* */$v /" | cut -c1-140
   done
+elif [[ $PART == 3 ]]; then
+  api=$f8
+  for x in ${EXTRA-_stages4 _promote}; do api=$api+$E/2026-11-30_mla_fp8_math$x.patch; done
+  api=$api+$E/2026-11-30_mla_fp8_math_api.patch
+  OUT=$OUT/ab timeout 240 bash bench/ab.sh 0 "api=$api" > "$OUT/ab_build.log" 2>&1
+  grep -E "builds|FAILED" "$OUT/ab_build.log"
+  san=/tmp/san_api
+  (cmake -S /tmp/ab_src_api -B $san -G Ninja -DJAXPAGED_CUDA=ON -DJAXPAGED_SANITIZE_DRIVER=ON -DJAXPAGED_CUDA_ARCHS=90a \
+     > /tmp/san_build.log 2>&1 && nice ninja -C $san jaxpaged_sanitize >> /tmp/san_build.log 2>&1; echo "sanitizer build rc $?") &
+  san_pid=$!
+  cd /tmp
+  PYTHONPATH=/tmp/ab_api:$PYTHONPATH timeout 200 python3 -m pytest -q -p no:cacheprovider -n 8 \
+    /tmp/ab_src_api/tests/test_fp8.py > "$OUT/tests_api.log" 2>&1
+  echo "test_fp8 (api) rc $? - $(tail -1 "$OUT/tests_api.log")"; grep -E "^(FAILED|ERROR)" "$OUT/tests_api.log" | head
+  PYTHONPATH=/tmp/ab_api:$PYTHONPATH timeout 150 python3 /tmp/ab_src_api/bench/bench.py --out "$OUT/bench_api" \
+    --only mla_fp8_h128_b64_ctx4k mla_fp8math_h128_b64_ctx4k mla_fp8math_h128_b128_ctx8k > "$OUT/bench_api.log" 2>&1
+  echo "bench with peers (api) rc $?"; grep -E "^mla" "$OUT/bench_api.log" | cut -c1-170
+  wait $san_pid
+  left=$(( 585 - ($(date +%s) - start) ))
+  timeout $left compute-sanitizer --tool memcheck --error-exitcode 9 $san/jaxpaged_sanitize --mla-only \
+    > "$OUT/memcheck_api.log" 2>&1
+  echo "memcheck rc $? $(grep 'ERROR SUMMARY' "$OUT/memcheck_api.log" | tail -1) | $(tail -1 "$OUT/memcheck_api.log")"
 else
   v=${VARIANT:-f8s4p}
   if [[ ! -d /tmp/ab_$v/jaxpaged ]]; then  # (a fresh machine: build that variant alone)

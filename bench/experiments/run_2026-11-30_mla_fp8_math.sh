@@ -29,6 +29,20 @@ f8=patch:$E/2026-11-30_mla_fp8_math.patch
 f8p=$f8+$E/2026-11-30_mla_fp8_math_promote.patch
 f8s4p=$f8+$E/2026-11-30_mla_fp8_math_stages4.patch+$E/2026-11-30_mla_fp8_math_promote.patch
 variants=(base=. f8=$f8 f8p=$f8p f8s4p=$f8s4p)
+# sanitizer_build NAME: the sanitizer driver of bench/ab.sh's tree /tmp/ab_src_NAME into /tmp/san_NAME,
+# in the background (san_pid); memcheck_mla NAME: memcheck of its MLA cases in the call's time left.
+sanitizer_build() {
+  (cmake -S /tmp/ab_src_$1 -B /tmp/san_$1 -G Ninja -DJAXPAGED_CUDA=ON -DJAXPAGED_SANITIZE_DRIVER=ON \
+     -DJAXPAGED_CUDA_ARCHS=90a > /tmp/san_build.log 2>&1 && nice ninja -C /tmp/san_$1 jaxpaged_sanitize \
+     >> /tmp/san_build.log 2>&1; echo "sanitizer build rc $?") &
+  san_pid=$!
+}
+memcheck_mla() {
+  wait $san_pid
+  timeout $(( 585 - ($(date +%s) - start) )) compute-sanitizer --tool memcheck --error-exitcode 9 \
+    /tmp/san_$1/jaxpaged_sanitize --mla-only > "$OUT/memcheck_$1.log" 2>&1
+  echo "memcheck rc $? $(grep 'ERROR SUMMARY' "$OUT/memcheck_$1.log" | tail -1) | $(tail -1 "$OUT/memcheck_$1.log")"
+}
 if [[ ${PART:-1} == 1 ]]; then
   OUT=$OUT/ab timeout 330 bash bench/ab.sh 0 "${variants[@]}" > "$OUT/ab_build.log" 2>&1
   grep -E "builds|FAILED" "$OUT/ab_build.log"
@@ -54,10 +68,7 @@ elif [[ $PART == 3 ]]; then
   api=$api+$E/2026-11-30_mla_fp8_math_api.patch
   OUT=$OUT/ab timeout 240 bash bench/ab.sh 0 "api=$api" > "$OUT/ab_build.log" 2>&1
   grep -E "builds|FAILED" "$OUT/ab_build.log"
-  san=/tmp/san_api
-  (cmake -S /tmp/ab_src_api -B $san -G Ninja -DJAXPAGED_CUDA=ON -DJAXPAGED_SANITIZE_DRIVER=ON -DJAXPAGED_CUDA_ARCHS=90a \
-     > /tmp/san_build.log 2>&1 && nice ninja -C $san jaxpaged_sanitize >> /tmp/san_build.log 2>&1; echo "sanitizer build rc $?") &
-  san_pid=$!
+  sanitizer_build api
   cd /tmp
   PYTHONPATH=/tmp/ab_api:$PYTHONPATH timeout 200 python3 -m pytest -q -p no:cacheprovider -n 8 \
     /tmp/ab_src_api/tests/test_fp8.py > "$OUT/tests_api.log" 2>&1
@@ -65,29 +76,18 @@ elif [[ $PART == 3 ]]; then
   PYTHONPATH=/tmp/ab_api:$PYTHONPATH timeout 150 python3 /tmp/ab_src_api/bench/bench.py --out "$OUT/bench_api" \
     --only mla_fp8_h128_b64_ctx4k mla_fp8math_h128_b64_ctx4k mla_fp8math_h128_b128_ctx8k > "$OUT/bench_api.log" 2>&1
   echo "bench with peers (api) rc $?"; grep -E "^mla" "$OUT/bench_api.log" | cut -c1-170
-  wait $san_pid
-  left=$(( 585 - ($(date +%s) - start) ))
-  timeout $left compute-sanitizer --tool memcheck --error-exitcode 9 $san/jaxpaged_sanitize --mla-only \
-    > "$OUT/memcheck_api.log" 2>&1
-  echo "memcheck rc $? $(grep 'ERROR SUMMARY' "$OUT/memcheck_api.log" | tail -1) | $(tail -1 "$OUT/memcheck_api.log")"
+  memcheck_mla api
 else
   v=${VARIANT:-f8s4p}
   if [[ ! -d /tmp/ab_$v/jaxpaged ]]; then  # (a fresh machine: build that variant alone)
     OUT=$OUT/ab timeout 240 bash bench/ab.sh 0 "$v=${!v}" > "$OUT/ab_build.log" 2>&1
     grep -E "builds|FAILED" "$OUT/ab_build.log"
   fi
-  san=/tmp/san_$v
-  (cmake -S /tmp/ab_src_$v -B $san -G Ninja -DJAXPAGED_CUDA=ON -DJAXPAGED_SANITIZE_DRIVER=ON -DJAXPAGED_CUDA_ARCHS=90a \
-     > /tmp/san_build.log 2>&1 && nice ninja -C $san jaxpaged_sanitize >> /tmp/san_build.log 2>&1; echo "sanitizer build rc $?") &
-  san_pid=$!
+  sanitizer_build $v
   cd /tmp
   PYTHONPATH=/tmp/ab_$v:$PYTHONPATH timeout 200 python3 /tmp/ab_src_$v/bench/bench.py --out "$OUT/bench_$v" \
     --only mla_fp8_h128_b64_ctx4k mla_fp8_h128_b128_ctx8k mla_fp8_h16_b128_ctx4k > "$OUT/bench_$v.log" 2>&1
   echo "bench with peers ($v) rc $?"; grep -E "^mla" "$OUT/bench_$v.log" | cut -c1-170
-  wait $san_pid
-  left=$(( 585 - ($(date +%s) - start) ))
-  timeout $left compute-sanitizer --tool memcheck --error-exitcode 9 $san/jaxpaged_sanitize --mla-only \
-    > "$OUT/memcheck_$v.log" 2>&1
-  echo "memcheck rc $? $(grep 'ERROR SUMMARY' "$OUT/memcheck_$v.log" | tail -1) | $(tail -1 "$OUT/memcheck_$v.log")"
+  memcheck_mla $v
 fi
 echo "total $(( $(date +%s) - start )) s"

@@ -46,3 +46,24 @@ variant_tests() {
     python3 -m pytest -q -p no:cacheprovider -n 8 -x "${files[@]}" > "$OUT/tests_$name.log" 2>&1)
   echo "tests of $name: rc $? - $(tail -1 "$OUT/tests_$name.log")"
 }
+
+# sparse_ab NAME PATCH: base against the working tree with PATCH (bench/ab.sh): NAME's sparse MLA
+# tests first, 2 rounds of the four FlashMLA-compared sparse configs per call and per layer, then
+# memcheck of NAME's MLA driver cases if 120 s of the call's 585 are left.
+sparse_ab() {
+  local name=$1 patch=$2
+  AB_TEST="$name:tests/test_mla_sparse.py -n 8 -x" AB_TEST_LIMIT=150 OUT=$OUT/ab timeout 430 bash bench/ab.sh 2 \
+    base=. "$name=patch:$patch" -- --ours-step --only sparse_h128_b64_topk2048 sparse_h64_b64_topk2048 \
+    sparse_h128_sq2_b32_topk2048 sparse_h128_b128_topk2048 > "$OUT/ab_run.log" 2>&1
+  grep -E "builds|FAILED|tests of" "$OUT/ab_run.log"
+  grep -E "^==|^sparse" "$OUT/ab/ab.log" | cut -c1-150
+  echo "timing done $(( $(date +%s) - start )) s"
+  if (( 585 - ($(date +%s) - start) > 120 )); then
+    (cmake -S /tmp/ab_src_$name -B /tmp/san_$name -G Ninja -DJAXPAGED_CUDA=ON -DJAXPAGED_SANITIZE_DRIVER=ON \
+       -DJAXPAGED_CUDA_ARCHS=90a > /tmp/san_build.log 2>&1 && ninja -C /tmp/san_$name jaxpaged_sanitize >> /tmp/san_build.log 2>&1) &&
+      timeout $(( 585 - ($(date +%s) - start) )) compute-sanitizer --tool memcheck --error-exitcode 9 \
+        /tmp/san_$name/jaxpaged_sanitize --mla-only > "$OUT/memcheck_$name.log" 2>&1
+    echo "memcheck rc $? $(grep 'ERROR SUMMARY' "$OUT/memcheck_$name.log" | tail -1)"
+  fi
+  echo "total $(( $(date +%s) - start )) s"
+}

@@ -34,18 +34,9 @@ for r in 1 2; do
     left=$(( 585 - ($(date +%s) - start) ))
     (( left > 20 )) || break 2
     JAXPAGED_LIST_FREE_SEQS=$lim timeout $left python3 "$REPO/bench/experiments/list_free_scan.py" 2>&1 \
-      | grep -E "us$|Error" >> "$OUT/list_free_scan.log"
+      | grep -E "us$|Error" | sed "s/^/scan /" >> "$OUT/list_free_scan.log"
   done
 done
-python3 - "$OUT/list_free_scan.log" <<'PY'
-import collections, re, sys
-t = collections.defaultdict(list)
-for line in open(sys.argv[1]):
-    m = re.match(r"list_free_limit=(\d+) (\S+) S=(\d+) (\S+): ([\d.]+) us", line)
-    if m: t[(m.group(2), int(m.group(3)), m.group(4), m.group(1))].append(float(m.group(5)))
-for key in sorted({k[:3] for k in t}):
-    a, b = t[key + ("1",)], t[key + ("1024",)]
-    print(f"{key[0]:5} S={key[1]:5} {key[2]:7} list {min(a) if a else 0:7.1f}  own {min(b) if b else 0:7.1f} us  n={len(a)},{len(b)}")
-PY
+python3 "$REPO/$E/scan_table.py" "$OUT/list_free_scan.log" scan@1 scan@1024  # (the list, the own order)
 ls "$OUT"
 echo "total $(( $(date +%s) - start )) s"

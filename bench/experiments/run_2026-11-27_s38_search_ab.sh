@@ -27,37 +27,10 @@ san_pid=$!
 wait $ab_pid
 grep -E "builds|FAILED" "$OUT/ab_build.log"
 echo "builds done $(( $(date +%s) - start )) s"
-cd /tmp
-for r in 1 2; do
-  for v in old:1024 new:1024 new:1; do
-    JAXPAGED_LIST_FREE_SEQS=${v#*:} PYTHONPATH=/tmp/ab_${v%%:*}:/tmp/site timeout 60 python3 "$repo/$E/list_free_scan.py" 2>&1 \
-      | grep -E "us$|Error" | sed "s/^/${v%%:*} /" >> "$OUT/search_scan.log"
-  done
-done
-echo "scan done $(( $(date +%s) - start )) s"
-python3 - "$OUT/search_scan.log" <<'PY'
-import collections, re, sys
-t = collections.defaultdict(list)
-for line in open(sys.argv[1]):
-    m = re.match(r"(\w+) list_free_limit=(\d+) (\S+) S=(\d+) (\S+): ([\d.]+) us", line)
-    if m: t[(m.group(3), int(m.group(4)), m.group(5), m.group(1) + m.group(2))].append(float(m.group(6)))
-print("kind  S      lengths  list(new@1)  old@1024  new@1024 (us, best of 2)")
-for key in sorted({k[:3] for k in t}):
-    g = lambda v: min(t[key + (v,)]) if t[key + (v,)] else 0
-    print(f"{key[0]:5} {key[1]:5} {key[2]:7} {g('new1'):9.1f} {g('old1024'):9.1f} {g('new1024'):9.1f}")
-PY
-PYTHONPATH=/tmp/ab_new:/tmp/site timeout 100 python3 -m pytest -q -p no:cacheprovider -n 8 /tmp/ab_src_new/tests/test_paged_attention.py \
-  /tmp/ab_src_new/tests/test_fp8.py /tmp/ab_src_new/tests/test_plan.py -k "several_waves or plan" > "$OUT/tests_new.log" 2>&1
-echo "tests of new: rc $? - $(tail -1 "$OUT/tests_new.log")"
+scan_variants "$OUT/search_scan.log" 2 old:1024 new:1024 new:1
+python3 "$repo/$E/scan_table.py" "$OUT/search_scan.log" new@1 old@1024 new@1024
 wait $san_pid
-left=$(( 580 - ($(date +%s) - start) ))
-for tool in memcheck racecheck; do
-  quick=$([[ $tool == racecheck ]] && echo --quick)
-  timeout $left compute-sanitizer --tool $tool --error-exitcode 9 $san/jaxpaged_sanitize $quick --paged-only \
-    > "$OUT/sanitize_$tool.log" 2>&1 &
-done
-wait
-for tool in memcheck racecheck; do echo "$tool: $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/sanitize_$tool.log" | tail -1) | $(tail -1 "$OUT/sanitize_$tool.log")"; done
+paged_sanitize_beside_tests new "several_waves or plan"
 tail -3 /tmp/san_build.log | grep -i error
 ls "$OUT" "$OUT/ab"
 echo "total $(( $(date +%s) - start )) s"

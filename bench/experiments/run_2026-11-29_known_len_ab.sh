@@ -18,40 +18,14 @@ source bench/experiments/run_lib.sh
 use_peers
 repo=$(pwd)
 s2=patch:$E/2026-11-29_paged_known_len_and_list.patch  # (kll)
-OUT=$OUT/ab timeout 300 bash bench/ab.sh 0 base=. kl=patch:$E/2026-11-29_paged_known_len.patch kll=$s2 > "$OUT/ab_build.log" 2>&1 &
-ab_pid=$!
-sleep 8  # (ab.sh has copied and patched the trees)
-san=/tmp/san_kll
-(cmake -S /tmp/ab_src_kll -B $san -G Ninja -DJAXPAGED_CUDA=ON -DJAXPAGED_SANITIZE_DRIVER=ON -DJAXPAGED_CUDA_ARCHS=90a > /tmp/san_build.log 2>&1 &&
-  nice ninja -C $san jaxpaged_sanitize >> /tmp/san_build.log 2>&1; echo "sanitizer driver build rc $?") &
-san_pid=$!
-wait $ab_pid
-grep -E "builds|FAILED" "$OUT/ab_build.log"
-wait $san_pid
-echo "builds done $(( $(date +%s) - start )) s"
-cd /tmp
-for v in base kl kll; do
-  PYTHONPATH=/tmp/ab_$v:/tmp/site timeout 60 python3 "$repo/$E/list_free_scan.py" 2>&1 \
-    | grep -E "us$|Error" | sed "s/^/$v /" >> "$OUT/known_len_scan.log"
-done
-echo "scan done $(( $(date +%s) - start )) s"
+build_with_sanitizer kll base=. kl=patch:$E/2026-11-29_paged_known_len.patch kll=$s2
+scan_variants "$OUT/known_len_scan.log" 1 base kl kll
 python3 "$repo/$E/scan_table.py" "$OUT/known_len_scan.log" base kl kll
 cd "$repo"
 AB_REUSE=1 OUT=$OUT/ab timeout 270 bash bench/ab.sh 2 base=. kl=patch:$E/2026-11-29_paged_known_len.patch kll=$s2 -- --ours-step \
   --only decode_b64_ctx4k decode_fp8_b64_ctx4k decode_b256_ctx1k decode_varlen_b128 mixed_prefill_decode > "$OUT/ab_time.log" 2>&1
 grep -E "^==|^decode|^mixed" "$OUT/ab/ab.log" | cut -c1-160
 echo "timing done $(( $(date +%s) - start )) s"
-cd /tmp
-left=$(( 585 - ($(date +%s) - start) ))
-for tool in memcheck racecheck; do
-  quick=$([[ $tool == racecheck ]] && echo --quick)
-  timeout $left compute-sanitizer --tool $tool --error-exitcode 9 $san/jaxpaged_sanitize $quick --paged-only \
-    > "$OUT/sanitize_$tool.log" 2>&1 &
-done
-PYTHONPATH=/tmp/ab_kll:/tmp/site timeout $left python3 -m pytest -q -p no:cacheprovider -n 6 /tmp/ab_src_kll/tests/test_paged_attention.py \
-  /tmp/ab_src_kll/tests/test_fp8.py /tmp/ab_src_kll/tests/test_plan.py -k "not mla" > "$OUT/tests_kll.log" 2>&1
-echo "tests of kll: rc $? - $(tail -1 "$OUT/tests_kll.log")"
-wait
-for tool in memcheck racecheck; do echo "$tool: $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/sanitize_$tool.log" | tail -1) | $(tail -1 "$OUT/sanitize_$tool.log")"; done
+paged_sanitize_beside_tests kll "not mla"
 ls "$OUT" "$OUT/ab"
 echo "total $(( $(date +%s) - start )) s"

@@ -29,20 +29,6 @@ f8=patch:$E/2026-11-30_mla_fp8_math.patch
 f8p=$f8+$E/2026-11-30_mla_fp8_math_promote.patch
 f8s4p=$f8+$E/2026-11-30_mla_fp8_math_stages4.patch+$E/2026-11-30_mla_fp8_math_promote.patch
 variants=(base=. f8=$f8 f8p=$f8p f8s4p=$f8s4p)
-# sanitizer_build NAME: the sanitizer driver of bench/ab.sh's tree /tmp/ab_src_NAME into /tmp/san_NAME,
-# in the background (san_pid); memcheck_mla NAME: memcheck of its MLA cases in the call's time left.
-sanitizer_build() {
-  (cmake -S /tmp/ab_src_$1 -B /tmp/san_$1 -G Ninja -DJAXPAGED_CUDA=ON -DJAXPAGED_SANITIZE_DRIVER=ON \
-     -DJAXPAGED_CUDA_ARCHS=90a > /tmp/san_build.log 2>&1 && nice ninja -C /tmp/san_$1 jaxpaged_sanitize \
-     >> /tmp/san_build.log 2>&1; echo "sanitizer build rc $?") &
-  san_pid=$!
-}
-memcheck_mla() {
-  wait $san_pid
-  timeout $(( 585 - ($(date +%s) - start) )) compute-sanitizer --tool memcheck --error-exitcode 9 \
-    /tmp/san_$1/jaxpaged_sanitize --mla-only > "$OUT/memcheck_$1.log" 2>&1
-  echo "memcheck rc $? $(grep 'ERROR SUMMARY' "$OUT/memcheck_$1.log" | tail -1) | $(tail -1 "$OUT/memcheck_$1.log")"
-}
 if [[ ${PART:-1} == 1 ]]; then
   OUT=$OUT/ab timeout 330 bash bench/ab.sh 0 "${variants[@]}" > "$OUT/ab_build.log" 2>&1
   grep -E "builds|FAILED" "$OUT/ab_build.log"

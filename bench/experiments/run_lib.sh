@@ -6,6 +6,7 @@ OUT=${OUT:-/tmp/jaxpaged-out}
 mkdir -p "$OUT"
 start=$(date +%s)
 E=bench/experiments
+REPO=$(pwd)  # (the scripts source this file from the repository's root)
 use_peers() {
   python3 -m pip install -q --no-deps --no-index --target /tmp/site .whl/*.whl > /tmp/wheels.log 2>&1
   export PYTHONPATH=/tmp/site XLA_PYTHON_CLIENT_PREALLOCATE=false
@@ -59,11 +60,75 @@ sparse_ab() {
   grep -E "^==|^sparse" "$OUT/ab/ab.log" | cut -c1-150
   echo "timing done $(( $(date +%s) - start )) s"
   if (( 585 - ($(date +%s) - start) > 120 )); then
-    (cmake -S /tmp/ab_src_$name -B /tmp/san_$name -G Ninja -DJAXPAGED_CUDA=ON -DJAXPAGED_SANITIZE_DRIVER=ON \
-       -DJAXPAGED_CUDA_ARCHS=90a > /tmp/san_build.log 2>&1 && ninja -C /tmp/san_$name jaxpaged_sanitize >> /tmp/san_build.log 2>&1) &&
-      timeout $(( 585 - ($(date +%s) - start) )) compute-sanitizer --tool memcheck --error-exitcode 9 \
-        /tmp/san_$name/jaxpaged_sanitize --mla-only > "$OUT/memcheck_$name.log" 2>&1
-    echo "memcheck rc $? $(grep 'ERROR SUMMARY' "$OUT/memcheck_$name.log" | tail -1)"
+    sanitizer_build "$name"
+    memcheck_mla "$name"
   fi
   echo "total $(( $(date +%s) - start )) s"
+}
+
+# sanitizer_build NAME: the sanitizer driver of bench/ab.sh's tree /tmp/ab_src_NAME into /tmp/san_NAME,
+# in the background (san_pid); memcheck_mla NAME: memcheck of its MLA cases in the call's time left.
+sanitizer_build() {
+  (cmake -S /tmp/ab_src_$1 -B /tmp/san_$1 -G Ninja -DJAXPAGED_CUDA=ON -DJAXPAGED_SANITIZE_DRIVER=ON \
+     -DJAXPAGED_CUDA_ARCHS=90a > /tmp/san_build.log 2>&1 && nice ninja -C /tmp/san_$1 jaxpaged_sanitize \
+     >> /tmp/san_build.log 2>&1; echo "sanitizer build rc $?") &
+  san_pid=$!
+}
+memcheck_mla() {
+  wait $san_pid
+  timeout $(( 585 - ($(date +%s) - start) )) compute-sanitizer --tool memcheck --error-exitcode 9 \
+    /tmp/san_$1/jaxpaged_sanitize --mla-only > "$OUT/memcheck_$1.log" 2>&1
+  echo "memcheck rc $? $(grep 'ERROR SUMMARY' "$OUT/memcheck_$1.log" | tail -1) | $(tail -1 "$OUT/memcheck_$1.log")"
+}
+
+# build_with_sanitizer NAME VARIANT...: bench/ab.sh 0 builds the variants (NAME=SRC as ab.sh takes
+# them; log $OUT/ab_build.log) while NAME's sanitizer driver is built beside them (sanitizer_build).
+build_with_sanitizer() {
+  local name=$1 ab_pid
+  shift
+  OUT=$OUT/ab timeout 300 bash bench/ab.sh 0 "$@" > "$OUT/ab_build.log" 2>&1 &
+  ab_pid=$!
+  sleep 8  # (ab.sh has copied and patched the trees)
+  sanitizer_build "$name"
+  wait $ab_pid
+  grep -E "builds|FAILED" "$OUT/ab_build.log"
+  wait $san_pid
+  echo "builds done $(( $(date +%s) - start )) s"
+}
+
+# paged_sanitize_beside_tests NAME K: memcheck and racecheck (--quick) of NAME's paged driver cases
+# (/tmp/san_NAME) in the background, beside pytest -n 6 -k K of NAME's test_paged_attention,
+# test_fp8 and test_plan, all in the call's time left of 585 s; then each one's summary line.
+paged_sanitize_beside_tests() {
+  local name=$1 k=$2 left tool quick
+  left=$(( 585 - ($(date +%s) - start) ))
+  for tool in memcheck racecheck; do
+    quick=$([[ $tool == racecheck ]] && echo --quick)
+    (cd /tmp && timeout $left compute-sanitizer --tool $tool --error-exitcode 9 /tmp/san_$name/jaxpaged_sanitize $quick \
+      --paged-only > "$OUT/sanitize_$tool.log" 2>&1) &
+  done
+  (cd /tmp && PYTHONPATH=/tmp/ab_$name:/tmp/site timeout $left python3 -m pytest -q -p no:cacheprovider -n 6 \
+    /tmp/ab_src_$name/tests/test_paged_attention.py /tmp/ab_src_$name/tests/test_fp8.py \
+    /tmp/ab_src_$name/tests/test_plan.py -k "$k" > "$OUT/tests_$name.log" 2>&1)
+  echo "tests of $name: rc $? - $(tail -1 "$OUT/tests_$name.log")"
+  wait
+  for tool in memcheck racecheck; do
+    echo "$tool: $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/sanitize_$tool.log" | tail -1) | $(tail -1 "$OUT/sanitize_$tool.log")"
+  done
+}
+
+# scan_variants LOG ROUNDS VARIANT[:LIMIT]...: list_free_scan.py on each build /tmp/ab_VARIANT (with
+# JAXPAGED_LIST_FREE_SEQS=LIMIT where given), the variants in turn, ROUNDS times; its timing lines,
+# each prefixed with the variant's name, appended to LOG (scan_table.py makes the table).
+scan_variants() {
+  local log=$1 rounds=$2 r v name limit
+  shift 2
+  for r in $(seq "$rounds"); do
+    for v in "$@"; do
+      name=${v%%:*} limit=$([[ $v == *:* ]] && echo "${v#*:}")
+      (cd /tmp && env ${limit:+JAXPAGED_LIST_FREE_SEQS=$limit} PYTHONPATH=/tmp/ab_$name:/tmp/site timeout 60 \
+        python3 "$REPO/$E/list_free_scan.py" 2>&1) | grep -E "us$|Error" | sed "s/^/$name /" >> "$log"
+    done
+  done
+  echo "scan done $(( $(date +%s) - start )) s"
 }

@@ -176,29 +176,25 @@ def flashmla_call(cfg, args, scale: float, kv_scale=None):
     jax.block_until_ready((qs, ckv, lens, table))
     t_table, t_lens = torch.from_dlpack(table), torch.from_dlpack(lens)
     meta, _ = flash_mla.get_mla_metadata()
+    fp8 = {}  # (the fp8 kernel's own arguments)
     if cfg.cache == "fp8":
         amax = max(float(jnp.max(jnp.abs(x.astype(jnp.float32)))) for x in qs)
         dq = max(amax, 1e-30) / 448.0
         t_qs = [(torch.from_dlpack(x).float() / dq).to(torch.float8_e4m3fn) for x in qs]
         # (the fp8 bytes through DLPack as uint8, viewed back as e4m3 on the torch side)
         t_kv = torch.from_dlpack(jax.lax.bitcast_convert_type(ckv, jnp.uint8)).view(torch.float8_e4m3fn).unsqueeze(2)
-        descale_q = torch.tensor([dq], dtype=torch.float32, device=t_kv.device)
-        descale_k = torch.tensor([float(kv_scale)], dtype=torch.float32, device=t_kv.device)
+        fp8 = dict(is_fp8_kvcache=True, descale_q=torch.tensor([dq], dtype=torch.float32, device=t_kv.device),
+                   descale_k=torch.tensor([float(kv_scale)], dtype=torch.float32, device=t_kv.device))
         # Its dense fp8 scheduler is an op of its own, made before the first call.
         meta.tile_scheduler_metadata, meta.num_splits = flash_mla.get_mla_decoding_metadata(
             t_lens, cfg.s_q * cfg.heads, 1, is_fp8_kvcache=True, use_legacy=True)
-
-        def call(t_q):
-            return flash_mla.flash_mla_with_kvcache(t_q, t_kv, t_table, t_lens, 512, meta, None, softmax_scale=scale,
-                                                    causal=cfg.causal, is_fp8_kvcache=True, use_legacy=True,
-                                                    descale_q=descale_q, descale_k=descale_k)
-        return call, t_qs
-    t_qs = [torch.from_dlpack(x) for x in qs]
-    t_kv = torch.from_dlpack(ckv).unsqueeze(2)  # [P, 64, 1, 576]
+    else:
+        t_qs = [torch.from_dlpack(x) for x in qs]
+        t_kv = torch.from_dlpack(ckv).unsqueeze(2)  # [P, 64, 1, 576]
 
     def call(t_q):
-        return flash_mla.flash_mla_with_kvcache(t_q, t_kv, t_table, t_lens, 512, meta, None,
-                                                softmax_scale=scale, causal=cfg.causal, use_legacy=True)
+        return flash_mla.flash_mla_with_kvcache(t_q, t_kv, t_table, t_lens, 512, meta, None, softmax_scale=scale,
+                                                causal=cfg.causal, use_legacy=True, **fp8)
     return call, t_qs
 
 

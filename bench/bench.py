@@ -75,6 +75,7 @@ class Mla:
     cache: str = "bf16"  # "fp8": e4m3 combined with kv_scale; "656": DeepSeek-V3.2's rows
     topk: int = 0  # > 0: sparse decode (mla_decode_sparse) over topk distinct tokens of each row's context
     ds_dequant: str = "bfloat16"  # 656-byte rows: "bfloat16" (FlashMLA's reading; the wgmma kernel) or "float32"
+    fp8_math: bool = False  # fp8 caches: mla_decode(..., fp8_math=True) (FlashMLA's fp8 arithmetic)
 
 
 CONFIGS = [
@@ -106,6 +107,8 @@ CONFIGS = [
     Mla("mla_fp8_h128_b64_ctx4k", cache="fp8"),
     Mla("mla_fp8_h128_b128_ctx8k", batch=128, ctx=8192, cache="fp8"),
     Mla("mla_fp8_h16_b128_ctx4k", heads=16, batch=128, cache="fp8"),
+    Mla("mla_fp8math_h128_b64_ctx4k", cache="fp8", fp8_math=True),
+    Mla("mla_fp8math_h128_b128_ctx8k", batch=128, ctx=8192, cache="fp8", fp8_math=True),
     Mla("mla_656_h128_b64_ctx4k", cache="656"),
     Mla("mla_656_h16_b128_ctx4k", cache="656", heads=16, batch=128),
     Mla("mla_656exact_h128_b64_ctx4k", cache="656", ds_dequant="float32"),  # (exact: the portable kernel)
@@ -192,6 +195,8 @@ def mla_options(cfg: Mla) -> dict:
         opts["kv_scale"] = MLA_KV_SCALE
     if cfg.cache == "656":
         opts["ds_dequant"] = cfg.ds_dequant
+    if cfg.fp8_math:
+        opts["fp8_math"] = True
     return opts
 
 
@@ -231,7 +236,9 @@ def run_config(cfg, rng, copy_GBps, ours_only=False, ours_step=False):
         args, kv_bytes, flops = mla_inputs(cfg, rng)
         opts = mla_options(cfg)
         ours_q = lambda q_nope, *ops, plan=None: jaxpaged.mla_decode(q_nope, *ops, **opts, plan=plan)[0]  # noqa: E731
-        ref = jax.jit(lambda *a: reference.mla_decode(*a, **opts)[0])
+        # (the reference is exact: rel_err of an fp8_math config is the fp8 arithmetic's error)
+        ref_opts = {k: v for k, v in opts.items() if k != "fp8_math"}
+        ref = jax.jit(lambda *a: reference.mla_decode(*a, **ref_opts)[0])
         peer_fns = {"flashmla": lambda: peers.flashmla(cfg, args, opts["scale"], opts.get("kv_scale"))}
         # A serving step makes the schedule once for all layers (as FlashMLA's metadata): ops are
         # (q_pe, ckv, kpe, kv_lens, block_tables).

@@ -63,7 +63,8 @@ class _MlaDecode(_spec.OpSpec):
     """Operands: q_nope, q_pe, ckv_cache, kpe_cache (ckv_cache again for the combined layout),
     kv_lens, block_tables, options (int32 [2] when an option is traced, read by the kernels from
     the device; else [0]), plan (a schedule from mla_decode_plan, else int32 [0]). Params: scale,
-    kv_scale (ignored when options has words), ds_bf16 (656-byte rows: bf16 dequantization), causal, plan_rows / plan_capacity (what the plan was
+    kv_scale (ignored when options has words), ds_bf16 (656-byte rows: bf16 dequantization), fp8_math
+    (fp8 caches: the products may run in fp8), causal, plan_rows / plan_capacity (what the plan was
     made for; 0 without one: the GPU handler uses a plan only for a call of that size).
     Results: out, lse. Caches: q's dtype; fp8 (combined, or the latent with a 16-bit rope cache),
     scaled by kv_scale; or DeepSeek-V3.2's uint8 [.., 656] rows (passed twice, like combined)."""
@@ -71,7 +72,7 @@ class _MlaDecode(_spec.OpSpec):
     name = "mla_decode"
 
     def abstract_eval(self, q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, options, plan, *, scale,
-                      kv_scale, ds_bf16, causal, plan_rows, plan_capacity):
+                      kv_scale, ds_bf16, fp8_math, causal, plan_rows, plan_capacity):
         batch, s_q, num_heads, _, page_size = check_queries_and_caches(q_nope, q_pe, ckv_cache, kpe_cache)
         _checks.check_int32("kv_lens", kv_lens, (batch,), "[B]")
         if block_tables.ndim != 2:
@@ -219,7 +220,7 @@ def _plan_operands(plan, batch, rows, capacity):
 
 
 def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, scale, causal=False, sinks=None,
-               kv_scale=None, plan=None, ds_dequant="float32"):
+               kv_scale=None, plan=None, ds_dequant="float32", fp8_math=False):
     """DeepSeek multi-head latent attention decode over a paged latent cache.
 
     Args:
@@ -244,6 +245,18 @@ def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, sca
       ds_dequant: how 656-byte rows are read: "float32" (each e4m3 value times its group's scale,
         exactly) or "bfloat16" (that product rounded to bfloat16 first, as FlashMLA's kernels read
         the format; not with float16 queries; with bfloat16 queries the fast path on Hopper GPUs).
+      fp8_math: fp8 caches (float8_e4m3fn / e5m2) only: allow the kernels to compute in fp8, as
+        FlashMLA's fp8 decode does - each query row rounded to e4m3 at a power-of-two scale (its
+        largest |value| into (224, 448], for rows whose largest |value| is above 2^-118) and the
+        probabilities rounded to e4m3 before the P.V product; the scores' and each tile's P.V
+        sums then run in the fp8 tensor cores' accumulators (about 13 significant bits), the
+        softmax and the sums across tiles in float32. On Hopper GPUs the wide fp8 kernel
+        (bfloat16 queries, more than 16 query rows per sequence, the combined cache in pages of
+        >= 64 tokens) then runs its fp8 mode (half the tensor-core instruction cycles); every
+        other path computes exactly as without it. Against the reference over the rounded
+        queries, an output moves by at most 2^-4 of the probability-weighted |values| it averages
+        plus smaller terms (e4m3 subnormals, the fp8 sums: tests/test_fp8.py's _fp8_math_bound);
+        a Python bool.
 
     Returns:
       (out [B, s_q, Hq, 512] in q's dtype, lse [B, s_q, Hq] float32). Exact rule:
@@ -252,6 +265,11 @@ def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, sca
     if _checks.is_traced(causal):
         raise ValueError("causal must be a Python bool, not a traced value: mark it static, e.g. "
                          "jax.jit(f, static_argnames=('causal',))")
+    if _checks.is_traced(fp8_math) or not isinstance(fp8_math, (bool, np.bool_)):
+        raise ValueError(f"fp8_math must be a Python bool; got {type(fp8_math).__name__}")
+    if fp8_math and not _fp8.is_fp8(jnp.result_type(ckv_cache)):
+        raise ValueError(f"fp8_math applies to fp8 caches (float8_e4m3fn / float8_e5m2); ckv_cache is "
+                         f"{jnp.result_type(ckv_cache)}")
     kv_lens = _checks.index_array("kv_lens", kv_lens)
     block_tables = _checks.index_array("block_tables", block_tables, out_of_range=-1)
     kpe_cache, options, attrs, sinks = prepare(q_nope, ckv_cache, kpe_cache, scale, kv_scale, sinks, "mla_decode",
@@ -260,7 +278,7 @@ def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, sca
     capacity = (jnp.shape(block_tables) + (0, 0))[1] * (jnp.shape(ckv_cache) + (0, 0))[1]
     plan, plan_attrs = _plan_operands(plan, batch, s_q * num_heads, capacity)
     out, lse = mla_decode_p.bind(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, options, plan,
-                                 causal=bool(causal), **attrs, **plan_attrs)
+                                 causal=bool(causal), fp8_math=int(bool(fp8_math)), **attrs, **plan_attrs)
     return (out, lse) if sinks is None else (_sinks.apply_sinks(out, lse, sinks), lse)
 
 

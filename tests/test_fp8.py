@@ -293,6 +293,131 @@ def test_direct_ffi_call_rejects_a_split_fp8_rope():
         options = jnp.zeros((0,), jnp.int32)  # (also the empty plan operand)
         with pytest.raises(Exception, match="split kpe_cache holds q's dtype"):
             jax.block_until_ready(call(q_nope, q_pe, ckv, kpe, lens, table, options, options, scale=np.float32(0.1),
-                                       kv_scale=np.float32(1.0), ds_bf16=np.int32(0), causal=np.int32(0),
+                                       kv_scale=np.float32(1.0), ds_bf16=np.int32(0), fp8_math=np.int32(0),
+                                       causal=np.int32(0),
                                        plan_rows=np.int32(0),
                                        plan_capacity=np.int32(0)))
+
+
+# fp8_math (mla_decode over fp8 caches): a permission to compute in fp8. On Hopper the wide fp8
+# kernel (bf16 queries, more than 16 query rows, combined cache in pages of >= 64) then rounds each
+# query row to e4m3 at a power of two and the probabilities to e4m3; every other path computes
+# exactly as without it.
+WIDE_FP8_MATH = HOPPER and os.environ.get("JAXPAGED_MLA_FP8_WIDE") != "0"
+
+
+def _queries_as_fp8_math(q_nope, q_pe):
+    """The queries as the fp8 mode reads them: each row x 2^k (k puts its largest |value| in (224,
+    448]; a zero or non-finite row keeps k = 0) rounded to e4m3 (nearest even), times 2^-k."""
+    q = np.concatenate([np.asarray(q_nope, np.float32), np.asarray(q_pe, np.float32)], axis=-1)
+    mx = np.abs(np.where(np.isnan(q), 0, q)).max(axis=-1, keepdims=True)
+    ok = (mx > 0) & np.isfinite(mx)
+    e = np.frexp(np.where(ok, mx, 1.0))[1] - 1  # floor(log2(mx)) for normal mx
+    k = np.minimum(8 - e, 126)
+    k = np.where(ok & (np.ldexp(np.where(ok, mx, 1.0), k) > 448), k - 1, k)
+    k = np.where(ok, k, 0)
+    r = np.ldexp(np.ldexp(q, k).astype(jnp.float8_e4m3fn).astype(np.float32), -k)
+    return r[..., :512], r[..., 512:]
+
+
+def _fp8_math_bound(q_nope, q_pe, ckv, kv_scale, kv_lens, table, scale, causal):
+    """Per output element, how far the fp8 mode may be from the reference of its rounded queries
+    (float64 numpy over the rounded queries' scores). With p* the probabilities relative to the
+    row's largest (p* <= 1), each e4m3 rounding of P moves it by at most 2^-4 p* + 2^-10 (half a
+    step: 3 mantissa bits; subnormals below 2^-6, whose step is 2^-9 - the kernel's P is p* x
+    2^(smax - m), a factor in [1, 2^8] under its lazy maxima, which only makes that term smaller).
+    Hopper's fp8 products sum with about 13 fraction bits aligned to the largest addend of each
+    k32 step (tools/wgmma_fp8_probe.cu measured 1.2e-3 of a row's largest |S| over 18 steps): a
+    score moves by eps = max(2^-8 max|s|, 2^-10 scale max_t sum_i |q_i k_ti|), which moves each p*
+    by a factor within exp(+-2 eps) and lse by eps; a tile's P.V sums (64 addends) by 2^-7 of what
+    they add. So |out - ref| <= (2^-4 + 2^-7 + exp(2 eps) - 1) (1 + 2^-4) sum p* |v| / sum p* +
+    2^-10 sum |v| / sum p*, plus the output's bf16 rounding (2^-8, the caller's), and |lse -
+    ref_lse| <= eps. Returns (that bound per output element, eps per row)."""
+    latent = np.asarray(ckv.astype(jnp.float32), np.float64) * kv_scale
+    qn, qp = (np.asarray(x, np.float64) for x in (q_nope, q_pe))
+    page = latent.shape[1]
+    lens, table = np.asarray(kv_lens), np.asarray(table)
+    batch, s_q, heads, _ = qn.shape
+    bound, eps_rows = np.zeros(qn.shape), np.zeros(qn.shape[:3])
+    for b in range(batch):
+        n = int(lens[b])
+        if n == 0:
+            continue
+        keys = latent[table[b, np.arange(n) // page], np.arange(n) % page]  # [n, 576]
+        q = np.concatenate([qn[b], qp[b]], axis=-1)  # [s_q, heads, 576]
+        s = q @ keys.T * scale  # [s_q, heads, n]
+        if causal:
+            visible = np.arange(n)[None, :] <= n - s_q + np.arange(s_q)[:, None]
+            s = np.where(visible[:, None, :], s, -np.inf)
+        smax = s.max(axis=-1, keepdims=True)
+        ok = np.isfinite(smax)
+        p = np.where(ok, np.exp(s - np.where(ok, smax, 0)), 0)
+        den = np.maximum(p.sum(-1, keepdims=True), 1.0)
+        sums = np.abs(q) @ np.abs(keys).T * scale  # sum_i |q_i k_ti| x scale
+        if causal:
+            sums = np.where(visible[:, None, :], sums, 0)
+        eps = np.maximum(2.0**-8 * np.abs(np.where(np.isfinite(s), s, 0)).max(-1, keepdims=True),
+                         2.0**-10 * sums.max(-1, keepdims=True))
+        absv = np.abs(keys[:, :512])
+        rel = (2.0**-4 + 2.0**-7 + np.expm1(2 * eps)) * (1 + 2.0**-4) * (p @ absv) / den
+        sub = 2.0**-10 * np.where(ok, (p > 0).astype(np.float64), 0) @ absv / den
+        bound[b] = rel + sub
+        eps_rows[b] = eps[..., 0]
+    return bound, eps_rows
+
+
+@pytest.mark.parametrize("fmt", ["fp8 combined", "fp8 combined e5m2"])
+@pytest.mark.parametrize("heads, s_q, page_size, causal, kv_lens, scale", [
+    (128, 1, 64, False, [0, 1000, 4100, 63, 129], 0.07),  # the wide kernel: cut sequences, an empty one
+    (64, 2, 64, True, [1, 700, 65], 0.07),
+    # large scores (log2 std ~17): the running maxima move after a sequence's first pair, so O and
+    # its sums are rescaled after P's rounding
+    (128, 1, 64, False, [2000, 700], 0.5),
+    (16, 1, 64, False, [3, 1000], 0.07),                   # the narrow kernel: no fp8 mode
+    (128, 1, 16, False, [3, 700], 0.07),                   # pages of 16: the wgmma kernel, no fp8 mode
+])
+def test_mla_fp8_math(rng, fmt, heads, s_q, page_size, causal, kv_lens, scale):
+    case = mla_case(rng, kv_lens=kv_lens, s_q=s_q, num_heads=heads, page_size=page_size, dtype=Q_DTYPE,
+                    combined=True)
+    ckv, kpe, kw = _mla_caches(case, fmt)
+    args = (case.q_nope, case.q_pe, ckv, kpe, case.kv_lens, case.block_tables)
+    call = lambda fp8_math: jax.jit(functools.partial(jaxpaged.mla_decode, scale=scale, causal=causal,
+                                                      fp8_math=fp8_math, **kw))(*args)
+    out, lse = call(True)
+    exact_out, exact_lse = call(False)
+    mode = WIDE_FP8_MATH and heads * s_q > 16 and page_size >= 64
+    if not mode:  # a permission only: the same results where no kernel has the mode
+        np.testing.assert_array_equal(np.asarray(out, np.float32), np.asarray(exact_out, np.float32))
+        np.testing.assert_array_equal(np.asarray(lse), np.asarray(exact_lse))
+        return
+    # The mode ran (its roundings move the output), and against the reference of its rounded
+    # queries it stays within the bound above; rows without keys 0 / -inf, NaN nowhere. (Other
+    # zeros may differ: a sum of e4m3-grid products can cancel exactly.)
+    assert not np.array_equal(np.asarray(out, np.float32), np.asarray(exact_out, np.float32))
+    qn, qp = _queries_as_fp8_math(case.q_nope, case.q_pe)
+    ref_out, ref_lse = reference.mla_decode(jnp.asarray(qn), jnp.asarray(qp), ckv, kpe, case.kv_lens,
+                                            case.block_tables, scale=scale, causal=causal, **kw)
+    out, ref_out = np.asarray(out, np.float64), np.asarray(ref_out, np.float64)
+    assert not np.isnan(out).any()
+    assert np.all(out[np.isneginf(np.asarray(ref_lse))] == 0)
+    bound, eps = _fp8_math_bound(qn, qp, ckv, kw["kv_scale"], case.kv_lens, case.block_tables, scale, causal)
+    excess = np.abs(out - ref_out) - (bound + 2.0**-8 * np.abs(ref_out) + 1e-6)
+    assert excess.max() <= 0, f"beyond the bound by {excess.max():.3g} at {np.unravel_index(excess.argmax(), excess.shape)}"
+    # Not a bound, a check of scale: a faithful numpy emulation of these roundings is 1.6e-2 from
+    # the reference here (Frobenius, the first case), a wrong token order in P^T 1.1.
+    assert np.linalg.norm(out - ref_out) <= 2.0**-4 * np.linalg.norm(ref_out)
+    # lse: the log of the unrounded P's sum, over the fp8 sums' scores of the rounded queries
+    lse, ref_lse = np.asarray(lse, np.float64), np.asarray(ref_lse, np.float64)
+    np.testing.assert_array_equal(np.isneginf(lse), np.isneginf(ref_lse))
+    fin = np.isfinite(ref_lse)
+    assert np.all(np.abs(lse[fin] - ref_lse[fin]) <= (eps + 1e-5 * np.abs(ref_lse) + 1e-4)[fin])
+
+
+def test_mla_fp8_math_errors_name_the_argument(rng):
+    case = mla_case(rng, kv_lens=[3], s_q=1, num_heads=16, page_size=16, dtype=Q_DTYPE, combined=True)
+    with pytest.raises(ValueError, match=r"^fp8_math applies to fp8 caches"):
+        jaxpaged.mla_decode(*case.args(), scale=0.1, fp8_math=True)
+    ckv, kpe, kw = _mla_caches(case, "fp8 combined")
+    with pytest.raises(ValueError, match=r"^fp8_math must be a Python bool"):
+        jaxpaged.mla_decode(case.q_nope, case.q_pe, ckv, kpe, case.kv_lens, case.block_tables, scale=0.1,
+                            fp8_math=1, **kw)

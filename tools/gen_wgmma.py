@@ -93,6 +93,24 @@ SS8AB = """// m64n{N}k32, fp8 A (TA) and B (TB: e4m3 / e5m2) from shared memory 
 """
 
 
+# fp8 A from registers and B from shared memory, each of its own fp8 format (the wide fp8 MLA
+# kernel's fp8-math O^T = V^T P^T: A the cache's e4m3 or e5m2 values as they are, B the e4m3
+# probabilities).
+RS8AB = """// m64n{N}k32, fp8 A (TA) from registers (4 x 32 bits per thread: the mma.m16n8k32 A layout per
+// warp, bytes of rows lane / 4 and + 8, columns 4 (lane % 4) + 0..3 and + 16), fp8 B (TB) from
+// shared memory K-major. D (+)= A * B in float32 (Hopper keeps fewer bits than float32 in the sums).
+#define JP_WGMMA_M64N{N}K32_RS_F8AB(TA, TB)                                                \\
+  __device__ __forceinline__ void wgmma_m64n{N}k32_rs_##TA##_##TB(float (&d)[{R}], const uint32_t* a, \\
+                                                                 uint64_t desc_b, int accumulate) { \\
+    asm volatile("{\\n.reg .pred p;\\nsetp.ne.b32 p, %{P}, 0;\\n"                          \\
+                 "wgmma.mma_async.sync.aligned.m64n{N}k32.f32." #TA "." #TB " "           \\
+                 "{{{dregs}}}, {{%{A0}, %{A1}, %{A2}, %{A3}}}, %{B}, p, 1, 1;\\n}}\\n"         \\
+                 : {douts}                                                              \\
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate)); \\
+  }}
+"""
+
+
 def f8(template, n):
     """An fp8 template for m64n{n}k32 (or RSK's m64n{n}k16: the same operand numbering)."""
     r = n // 2
@@ -129,3 +147,5 @@ with open("src/common/sm90/wgmma_ops.inc", "w") as f:
     f.write(f8(SS8AB, 32))  # the narrow fp8 kernel's S^T and O^T products
     f.write("\n\n")
     f.write(f8(RSK, 64))  # the wide fp8 kernel's S^T and O^T products, A converted in registers
+    f.write("\n\n")
+    f.write(f8(RS8AB, 64))  # the wide fp8 kernel's fp8-math O^T, A the cache's bytes

@@ -272,6 +272,11 @@ void run_mla(const MlaCase& c) {
     report("mla with a junk plan " + c.name,
            jaxpaged::run_mla_decode_gpu(p, DataType::BF16, ws.ptr, ws_floats, nullptr, junk_plan.ptr));
   }
+  if (p.fp8 && p.kpe_fp8) {  // combined fp8: again with fp8_math (the wide kernel's fp8 mode where it runs)
+    p.fp8_math = true;
+    report("mla fp8_math " + c.name, jaxpaged::run_mla_decode_gpu(p, DataType::BF16, ws.ptr, ws_floats, nullptr));
+    p.fp8_math = false;
+  }
   if (c.sparse_topk > 0) {
     // Index lists mixing pool slots (duplicates likely), -1, the pool's end and the int32 extremes;
     // topk_lens negative, within and past topk.

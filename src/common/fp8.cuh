@@ -36,6 +36,18 @@ __device__ __forceinline__ uint32_t fp8_to_half_bits(uint32_t b, bool e5m2) {
 // the paged tile kernel's register path, the MLA wgmma kernel's convert_queries and the wide fp8
 // kernel.
 __device__ __forceinline__ int f16_query_exponent(int biased) { return min(14 - (biased - 127), 126); }
+// fp8 (e4m3) queries: the k of 2^k putting a row's largest |value| `mx` in (224, 448] (the
+// largest e4m3 is 448), so the row's largest value keeps e4m3's full precision; a zero or
+// non-finite row keeps k = 0. Used by the narrow fp8 MLA kernel and the wide one's fp8-math mode.
+__device__ __forceinline__ int e4m3_query_exponent(float mx) {
+  int k = 0;
+  if (mx > 0.f && mx != INFINITY) {
+    const int e = int((__float_as_uint(mx) >> 23) & 0xFFu) - 127;  // (-127: a subnormal)
+    k = min(8 - e, 126);
+    if (k > -126 && ldexpf(mx, k) > 448.f) k -= 1;
+  }
+  return k;
+}
 // 2^k as a float, for k in [-126, 127].
 __device__ __forceinline__ float exp2_of(int k) { return __uint_as_float(uint32_t(127 + k) << 23); }
 

@@ -22,6 +22,7 @@ inline auto mla_decode_binding() {
       .Attr<float>("scale")
       .Attr<float>("kv_scale")
       .Attr<int32_t>("ds_bf16")        // 656-byte rows: bf16 dequantization (params.h)
+      .Attr<int32_t>("fp8_math")       // fp8 caches: the products may run in fp8 (params.h)
       .Attr<int32_t>("causal")
       .Attr<int32_t>("plan_rows")      // the plan's query rows per sequence (s_q x Hq; 0: no plan)
       .Attr<int32_t>("plan_capacity")  // its cache positions per sequence (max_pages x page_size)
@@ -126,10 +127,14 @@ inline ffi::Error decode_mla_queries_and_caches(ffi::AnyBuffer q_nope, ffi::AnyB
 inline ffi::Error decode_mla_decode(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, ffi::AnyBuffer ckv,
                                     ffi::AnyBuffer kpe, ffi::Buffer<ffi::S32> kv_lens,
                                     ffi::Buffer<ffi::S32> block_tables, ffi::Buffer<ffi::S32> options,
-                                    float scale, float kv_scale, int32_t ds_bf16, int32_t causal,
-                                    ffi::Result<ffi::AnyBuffer>& out,
+                                    float scale, float kv_scale, int32_t ds_bf16, int32_t fp8_math,
+                                    int32_t causal, ffi::Result<ffi::AnyBuffer>& out,
                                     ffi::Result<ffi::Buffer<ffi::F32>>& lse, MlaDecodeParams* p) {
   JP_RETURN_IF_ERROR(decode_mla_queries_and_caches(q_nope, q_pe, ckv, kpe, options, scale, kv_scale, ds_bf16, out, lse, p));
+  p->fp8_math = fp8_math != 0;
+  if (p->fp8_math && !p->fp8) {
+    return ffi::Error::InvalidArgument("jaxpaged: fp8_math applies to fp8 caches (float8_e4m3fn / float8_e5m2)");
+  }
   JP_RETURN_IF_ERROR(check_rank(kv_lens.dimensions(), 1, "kv_lens"));
   JP_RETURN_IF_ERROR(check_rank(block_tables.dimensions(), 2, "block_tables"));
   JP_RETURN_IF_ERROR(check_dim(kv_lens.dimensions()[0], p->batch, "kv_lens length"));

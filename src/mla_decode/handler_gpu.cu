@@ -139,13 +139,13 @@ ffi::Error launch_hopper(const MlaDecodeParams& call, const MlaWorkspace& w, flo
 ffi::Error mla_decode_gpu_impl(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, ffi::AnyBuffer ckv,
                                ffi::AnyBuffer kpe, ffi::Buffer<ffi::S32> kv_lens,
                                ffi::Buffer<ffi::S32> block_tables, ffi::Buffer<ffi::S32> options,
-                               ffi::Buffer<ffi::S32> plan, float scale, float kv_scale, int32_t ds_bf16, int32_t causal,
-                               int32_t plan_rows, int32_t plan_capacity, ffi::Result<ffi::AnyBuffer> out,
+                               ffi::Buffer<ffi::S32> plan, float scale, float kv_scale, int32_t ds_bf16, int32_t fp8_math,
+                               int32_t causal, int32_t plan_rows, int32_t plan_capacity, ffi::Result<ffi::AnyBuffer> out,
                                ffi::Result<ffi::Buffer<ffi::F32>> lse, ffi::Result<ffi::Buffer<ffi::F32>> workspace,
                                gpuStream_t stream) {
   MlaDecodeParams p;
-  JP_RETURN_IF_ERROR(decode_mla_decode(q_nope, q_pe, ckv, kpe, kv_lens, block_tables, options, scale, kv_scale, ds_bf16, causal,
-                                       out, lse, &p));
+  JP_RETURN_IF_ERROR(decode_mla_decode(q_nope, q_pe, ckv, kpe, kv_lens, block_tables, options, scale, kv_scale, ds_bf16, fp8_math,
+                                       causal, out, lse, &p));
   return run_mla_decode_gpu(p, q_nope.element_type(), workspace->typed_data(), int64_t(workspace->element_count()),
                             stream, mla_plan_for(p, plan, plan_rows, plan_capacity));
 }

@@ -36,6 +36,10 @@ struct MlaDecodeParams {
   // 656-byte rows read with bf16 dequantization (ds_dequant="bfloat16"; not with f16 queries): each
   // latent value is e4m3 value x group scale rounded to bfloat16, as FlashMLA's kernels read them.
   bool ds_bf16 = false;
+  // fp8 caches (mla_decode(..., fp8_math=True)): the products may run in fp8 - queries rounded to
+  // e4m3 at a power of two per row, probabilities rounded to e4m3 (the wide fp8 kernel's kF8 mode,
+  // FlashMLA's fp8 arithmetic); kernels without such a mode compute as without it.
+  bool fp8_math = false;
   // An fp8 latent cache (float8_e4m3fn, or float8_e5m2 when kv_e5m2); kpe_fp8: its rope is fp8
   // too (the combined 576 layout), else a 16-bit kpe cache of q's dtype.
   bool fp8, kv_e5m2, kpe_fp8;

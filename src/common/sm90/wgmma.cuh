@@ -102,6 +102,10 @@ JP_WGMMA_M64N32K32_SS_F8AB(e4m3, e4m3)
 JP_WGMMA_M64N32K32_SS_F8AB(e5m2, e4m3)
 JP_WGMMA_M64N64K16_RS(f16)
 JP_WGMMA_M64N64K16_RS(bf16)  // (tools/wgmma_rega_probe.cu's timing of a bf16 reading of 656-byte rows)
+JP_WGMMA_M64N64K32_SS_F8AB(e4m3, e4m3)  // the wide fp8 kernel's fp8-math S^T (A the cache's format)
+JP_WGMMA_M64N64K32_SS_F8AB(e5m2, e4m3)
+JP_WGMMA_M64N64K32_RS_F8AB(e4m3, e4m3)  // and its O^T (A the cache's bytes, B the e4m3 probabilities)
+JP_WGMMA_M64N64K32_RS_F8AB(e5m2, e4m3)
 
 // (ldmatrix x4 and x4 .trans: common/sm80/mma.cuh's ldmatrix_x4 / ldmatrix_x4_trans.)
 // stmatrix x4 (sm_90): four 8 x 8 b16 matrices from registers a..d (one fragment each), and the
@@ -122,6 +126,19 @@ template <bool kE5m2>
 __device__ __forceinline__ void wgmma_m64n32k32_f8(float (&d)[16], uint64_t a, uint64_t b, int acc) {
   if constexpr (kE5m2) wgmma_m64n32k32_ss_e5m2_e4m3(d, a, b, acc);
   else wgmma_m64n32k32_ss_e4m3_e4m3(d, a, b, acc);
+}
+
+// m64n64k32 fp8 products with A of the cache's format (kE5m2: e5m2, else e4m3) and B e4m3: A from
+// shared memory (ss) or from registers (rs).
+template <bool kE5m2>
+__device__ __forceinline__ void wgmma_m64n64k32_ss_f8(float (&d)[32], uint64_t a, uint64_t b, int acc) {
+  if constexpr (kE5m2) wgmma_m64n64k32_ss_e5m2_e4m3(d, a, b, acc);
+  else wgmma_m64n64k32_ss_e4m3_e4m3(d, a, b, acc);
+}
+template <bool kE5m2>
+__device__ __forceinline__ void wgmma_m64n64k32_rs_f8(float (&d)[32], const uint32_t* a, uint64_t b, int acc) {
+  if constexpr (kE5m2) wgmma_m64n64k32_rs_e5m2_e4m3(d, a, b, acc);
+  else wgmma_m64n64k32_rs_e4m3_e4m3(d, a, b, acc);
 }
 
 template <typename T>

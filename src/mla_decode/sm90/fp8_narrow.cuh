@@ -203,13 +203,7 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
       }
 #pragma unroll
       for (int off = 1; off <= 8; off *= 2) mx = fmaxf(mx, gpu::shfl_xor(mx, off));
-      // 2^k puts the row's largest |value| in (224, 448]; a zero or non-finite row keeps k = 0.
-      int k = 0;
-      if (mx > 0.f && mx != INFINITY) {
-        const int e = int((__float_as_uint(mx) >> 23) & 0xFFu) - 127;  // (-127: a subnormal)
-        k = min(8 - e, 126);
-        if (k > -126 && ldexpf(mx, k) > 448.f) k -= 1;
-      }
+      const int k = e4m3_query_exponent(mx);  // (the row's largest |value| into (224, 448])
       const float f = ldexpf(1.f, k);
       if (sub == 0) sQScale[q] = ldexpf(1.f, -k);
 #pragma unroll

@@ -9,7 +9,9 @@ namespace jaxpaged {
 
 ffi::Error launch_mla_fp8_wide(const MlaDecodeParams& p, int row_blocks, int parts, const MlaSchedule& sched,
                                float* ws_out, float* ws_lse, const MlaNarrowMap& map, gpuStream_t stream) {
-  auto kernel = p.kv_e5m2 ? mla_fp8_wide_kernel<gpu_bf16, true> : mla_fp8_wide_kernel<gpu_bf16, false>;
+  const bool f8 = p.fp8_math;  // (mla_decode(..., fp8_math=True): the kF8 mode, NOTES item 61)
+  auto kernel = p.kv_e5m2 ? (f8 ? mla_fp8_wide_kernel<gpu_bf16, true, true> : mla_fp8_wide_kernel<gpu_bf16, true>)
+                          : (f8 ? mla_fp8_wide_kernel<gpu_bf16, false, true> : mla_fp8_wide_kernel<gpu_bf16, false>);
   JP_RETURN_IF_ERROR(allow_smem(kernel, MlaWideSmem::kAllocBytes, "mla_fp8_wide_kernel (shared memory size)"));
   return launch_chained(p.dependent_attention, "mla_fp8_wide_kernel", kernel, dim3(unsigned(parts * row_blocks)),
                         dim3(kWideThreads), MlaWideSmem::kAllocBytes, stream, p, page_shift_of(p.page_size),

@@ -162,6 +162,26 @@ __device__ __forceinline__ void wide_v_fragments(uint32_t* set, const uint32_t (
   }
 }
 
+// kF8 (the fp8-math mode): two values as e4m3, x0 in the low byte (round to nearest even, saturated
+// to +-448; NaN stays NaN).
+__device__ __forceinline__ uint32_t wide_e4m3x2(float x0, float x1) {
+  uint16_t d;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %2, %1;\n" : "=h"(d) : "f"(x0), "f"(x1));
+  return d;
+}
+// kF8: O^T's A fragment of one k32 step (32 tokens) from an ldmatrix x4 .trans of the raw tile
+// (raw[q]: tokens 8 q + 2c, + 1 x columns 2g, 2g + 1), the cache's bytes as they are: register 0
+// column 2g (M row g), register 1 column 2g + 1 (row g + 8), at k-positions 4c .. 4c + 3 (registers
+// 2, 3: 16 + 4c ..). k-position 16 h + 4c + i holds token 16 h + 2c + i / 2 + 8 (i % 2), so byte
+// 2u + e of each 16-token group of P^T holds token u + 8e (the order its writer stores).
+__device__ __forceinline__ void wide_v_fragments_f8(uint32_t* set, const uint32_t (&raw)[4]) {
+#pragma unroll
+  for (int s = 0; s < 2; ++s) {
+    set[2 * s] = __byte_perm(raw[2 * s], raw[2 * s + 1], 0x6240);      // column 2g: tokens 2c, 2c+8, 2c+1, 2c+9
+    set[2 * s + 1] = __byte_perm(raw[2 * s], raw[2 * s + 1], 0x7351);  // column 2g + 1
+  }
+}
+
 // kDs: DeepSeek-V3.2's 656-byte rows read with ds_dequant="bfloat16" (NOTES item 49): cache_map
 // brings the latent bytes, tail_map each row's four float32 group scales and 64 bf16 rope values.
 // The products run on bf16 tensor cores: K's and V's values are converted in registers to the
@@ -171,12 +191,20 @@ __device__ __forceinline__ void wide_v_fragments(uint32_t* set, const uint32_t (
 // float32 sums nearer overflow, NOTES item 49 g / 50 b) and P^T bf16.
 // kSparse (with kDs): sequences are sparse index lists, gathered by the loader warpgroup's 128
 // threads (mla_ds_gather_ring); an entry that names no key is masked by its tile's key bytes.
-template <typename T, bool kE5m2, bool kDs = false, bool kSparse = false>
+// kF8 (per-tensor fp8 caches; NOTES item 61): the products in fp8 as FlashMLA's fp8 decode computes them -
+// Q^T the queries x 2^k per row rounded to e4m3 (k puts the row's largest |q| in (224, 448], the
+// narrow kernel's rule), S^T = K Q^T with both operands from shared memory (m64n64k32: the raw tile
+// is A as the copy engine left it, no conversion), P^T e4m3 (P <= 2^8 with the lazy maxima), O^T +=
+// V^T P^T with the raw bytes as A (m64n64k32: one ldmatrix .trans and two byte_perms per k-step,
+// no conversion). Half the tensor cycles of the f16 path; the queries' and probabilities' rounding
+// (2^-4 relative) sets its error (FlashMLA's: 3.6-4.0e-2 against the reference in the bench).
+template <typename T, bool kE5m2, bool kDs = false, bool kSparse = false, bool kF8 = false>
 __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int page_shift, int row_blocks,
                                                   const MlaSchedule& s, float* __restrict__ ws_out,
                                                   float* __restrict__ ws_lse, const CUtensorMap* cache_map,
                                                   const CUtensorMap* tail_map = nullptr) {
   using S = MlaWideSmemT<kDs>;
+  static_assert(!(kF8 && kDs), "the fp8-math mode reads per-tensor fp8 rows");
   extern __shared__ unsigned char smem_raw[];
   unsigned char* base = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   uint64_t* full = reinterpret_cast<uint64_t*>(base + S::kBarriers);
@@ -245,7 +273,66 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
     // chunks of 8 values each, copied raw into Q^T's place; the maximum first, then the conversion
     // in place. Both warpgroups are done with the previous sequence's S^T and rows.
     named_barrier_sync(kWideBarBoth, 256);
-    {
+    if constexpr (kF8) {
+      // kF8: Q^T in e4m3, dims in their natural order (the raw tile's: dim d of row r at block d /
+      // 128, byte d % 128 of the row), five column blocks (the fifth's first 64 bytes: the rope).
+      // Four threads a row, its 18 chunks of 8 values loaded at once into registers.
+      const int r = tid / 4, sub = tid % 4;
+      const bool live = row0 + r < rows_per_b;
+      const int64_t gq = int64_t(b) * rows_per_b + (live ? row0 + r : 0);
+      uint4 v[18];
+#pragma unroll
+      for (int i = 0; i < 18; ++i) {
+        const int ch = sub + 4 * i;
+        v[i] = make_uint4(0, 0, 0, 0);
+        if (live) {
+          v[i] = ch < 64 ? *reinterpret_cast<const uint4*>(q_nope + gq * kMlaLatentDim + ch * 8)
+                         : *reinterpret_cast<const uint4*>(q_pe + gq * kMlaRopeDim + (ch - 64) * 8);
+        }
+      }
+      float mx = 0.f;
+#pragma unroll
+      for (int i = 0; i < 18; ++i) {
+        const uint32_t w4[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
+#pragma unroll
+        for (int kq = 0; kq < 4; ++kq) {  // (fmaxf drops NaN: a NaN does not set the scale)
+          const float2 x = bf16x2_to_float2(w4[kq]);
+          mx = fmaxf(mx, fmaxf(fabsf(x.x), fabsf(x.y)));
+        }
+      }
+      mx = fmaxf(mx, gpu::shfl_xor(mx, 1));
+      mx = fmaxf(mx, gpu::shfl_xor(mx, 2));
+      const int k = e4m3_query_exponent(mx);  // (the row's largest |value| into (224, 448])
+      const float f = ldexpf(1.f, k);
+      if (sub == 0) {
+        sQk[r] = qk_base * ldexpf(1.f, -k);
+        sM[r] = -INFINITY;  // (parity 0: the sequence's first pair reads it)
+      }
+#pragma unroll
+      for (int i = 0; i < 18; ++i) {
+        const int ch = sub + 4 * i;
+        const uint32_t w4[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
+        uint32_t packed[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          float x[4];
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float2 y = bf16x2_to_float2(w4[2 * h + e]);
+            x[2 * e] = y.x * f;
+            x[2 * e + 1] = y.y * f;
+          }
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {  // (e4m3 has no infinity: an infinite value becomes NaN, as its scores would)
+            if (fabsf(x[e]) == INFINITY) x[e] = __int_as_float(0x7FFFFFFF);
+          }
+          packed[h] = wide_e4m3x2(x[0], x[1]) | (wide_e4m3x2(x[2], x[3]) << 16);
+        }
+        const int col = 8 * ch;
+        *reinterpret_cast<uint2*>(base + S::kQ + (col / 128) * S::kBlock + sw128_offset(r, (col % 128) / 16) +
+                                  col % 16) = make_uint2(packed[0], packed[1]);
+      }
+    } else {
       const int r = tid / 4, sub = tid % 4;
       const bool live = row0 + r < rows_per_b;
       const int64_t gq = int64_t(b) * rows_per_b + (live ? row0 + r : 0);
@@ -361,63 +448,78 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
         const int stage = wg ? st1 : st0;
         mbar_wait(&full[stage], wg ? ph1 : ph0);
         bad |= sBad[stage] != 0;
-        // S^T = K Q^T: 18 groups (kDs: 16, then the rope's four bf16 k-steps) of two k-steps, each
-        // group's ldmatrix issued before the previous group's products and converted after them
-        // (two sets of A registers).
-        const uint32_t raw = sbase + S::kRaw + stage * S::kRawStride;
-        // This lane's ldmatrix row: token 16 ww + lane % 8 + 8 ((lane / 8) % 2), bytes 16 (lane / 16).
-        const int ls = wide_launder(lane);
-        const int st_tok = 16 * ww + ls % 8 + 8 * ((ls / 8) % 2), st_half = ls / 16;
-        auto st_addr = [&](int kk) {  // dims 32 kk + 16 st_half of this lane's token
-          const int col = 32 * kk + 16 * st_half;
-          return raw + (col / 128) * kMlaRawBlock + sw128_offset(st_tok, (col % 128) / 16);
-        };
-        uint32_t rr[4], a[2][8];
-        // kDs: the tile's scales (float32, 36 a row of the tail block).
-        const float* tsc = reinterpret_cast<const float*>(base + S::kRaw + stage * S::kRawStride + 4 * kMlaRawBlock);
-        constexpr int kGroups = kDs ? 16 : 18;  // (kDs: the rope's four bf16 k-steps after)
-        float s_lo = 0.f, s_hi = 0.f;           // kDs: the group's scales of this thread's tokens
-        ldmatrix_x4(rr, st_addr(0));
-#pragma unroll
-        for (int kk = 0; kk < kGroups; ++kk) {
-          wgmma_wait<1>();  // the group that last read set kk % 2 is done
-          wide_k_fragments<kE5m2>(a[kk % 2], rr);
-          if (kk + 1 < kGroups) ldmatrix_x4(rr, st_addr(kk + 1));
-          if constexpr (kDs) {  // an A register holds two dims of one token (g or g + 8)
-            if (kk % 4 == 0) {
-              const int t_lo = 16 * ww + wide_launder(lane) / 4, grp = kk / 4;
-              s_lo = tsc[t_lo * (kMlaDsTailRow / 4) + grp];
-              s_hi = tsc[(t_lo + 8) * (kMlaDsTailRow / 4) + grp];
-            }
-#pragma unroll
-            for (int i = 0; i < 8; ++i) {
-              const float sc = i % 2 ? s_hi : s_lo;
-              a[kk % 2][i] = half2_bits_scaled_to<gpu_bf16>(a[kk % 2][i], sc, sc);
-            }
-          }
+        if constexpr (kF8) {
+          // kF8: S^T = K Q^T in 18 k32 steps, both operands from shared memory (A: the raw tile's 64
+          // tokens, 128-byte swizzled column blocks as the copy engine wrote them).
+          const uint64_t k_desc0 = wgmma_desc_sw128(sbase + S::kRaw + stage * S::kRawStride, 16, 1024);
           wgmma_fence();
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int step = 2 * kk + h;  // Q^T bytes 32 step of each row
-            const uint64_t qd = wgmma_desc_advance(q_desc0, (step / 4) * S::kBlock + 32 * (step % 4));
-            if constexpr (kDs) wgmma_m64n64k16_rs_bf16(sacc, a[kk % 2] + 4 * h, qd, step > 0);
-            else wgmma_m64n64k16_rs_f16(sacc, a[kk % 2] + 4 * h, qd, step > 0);
+          for (int step = 0; step < 18; ++step) {
+            const uint32_t at = (step / 4) * kMlaRawBlock + 32 * (step % 4);
+            const uint32_t qt = (step / 4) * S::kBlock + 32 * (step % 4);
+            wgmma_m64n64k32_ss_f8<kE5m2>(sacc, wgmma_desc_advance(k_desc0, at), wgmma_desc_advance(q_desc0, qt),
+                                         step > 0);
           }
           wgmma_commit();
-        }
-        if constexpr (kDs) {
-          // The rope: bf16 in the tail rows (from byte 16), plain ldmatrix x4 per k-step (rows g,
-          // g + 8 x dims 0-7, 8-15: the A layout as it is), against Q^T's bf16 rope.
-          const uint32_t tail = raw + 4 * kMlaRawBlock;
+        } else {
+          // S^T = K Q^T: 18 groups (kDs: 16, then the rope's four bf16 k-steps) of two k-steps, each
+          // group's ldmatrix issued before the previous group's products and converted after them
+          // (two sets of A registers).
+          const uint32_t raw = sbase + S::kRaw + stage * S::kRawStride;
+          // This lane's ldmatrix row: token 16 ww + lane % 8 + 8 ((lane / 8) % 2), bytes 16 (lane / 16).
+          const int ls = wide_launder(lane);
+          const int st_tok = 16 * ww + ls % 8 + 8 * ((ls / 8) % 2), st_half = ls / 16;
+          auto st_addr = [&](int kk) {  // dims 32 kk + 16 st_half of this lane's token
+            const int col = 32 * kk + 16 * st_half;
+            return raw + (col / 128) * kMlaRawBlock + sw128_offset(st_tok, (col % 128) / 16);
+          };
+          uint32_t rr[4], a[2][8];
+          // kDs: the tile's scales (float32, 36 a row of the tail block).
+          const float* tsc = reinterpret_cast<const float*>(base + S::kRaw + stage * S::kRawStride + 4 * kMlaRawBlock);
+          constexpr int kGroups = kDs ? 16 : 18;  // (kDs: the rope's four bf16 k-steps after)
+          float s_lo = 0.f, s_hi = 0.f;           // kDs: the group's scales of this thread's tokens
+          ldmatrix_x4(rr, st_addr(0));
 #pragma unroll
-          for (int r = 0; r < 4; ++r) {
-            wgmma_wait<1>();
-            ldmatrix_x4(a[r % 2], tail + st_tok * kMlaDsTailRow + 16 + 32 * r + 16 * st_half);
+          for (int kk = 0; kk < kGroups; ++kk) {
+            wgmma_wait<1>();  // the group that last read set kk % 2 is done
+            wide_k_fragments<kE5m2>(a[kk % 2], rr);
+            if (kk + 1 < kGroups) ldmatrix_x4(rr, st_addr(kk + 1));
+            if constexpr (kDs) {  // an A register holds two dims of one token (g or g + 8)
+              if (kk % 4 == 0) {
+                const int t_lo = 16 * ww + wide_launder(lane) / 4, grp = kk / 4;
+                s_lo = tsc[t_lo * (kMlaDsTailRow / 4) + grp];
+                s_hi = tsc[(t_lo + 8) * (kMlaDsTailRow / 4) + grp];
+              }
+#pragma unroll
+              for (int i = 0; i < 8; ++i) {
+                const float sc = i % 2 ? s_hi : s_lo;
+                a[kk % 2][i] = half2_bits_scaled_to<gpu_bf16>(a[kk % 2][i], sc, sc);
+              }
+            }
             wgmma_fence();
-            const int step = 32 + r;
-            wgmma_m64n64k16_rs_bf16(sacc, a[r % 2], wgmma_desc_advance(q_desc0, (step / 4) * S::kBlock + 32 * (step % 4)),
-                                    1);
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int step = 2 * kk + h;  // Q^T bytes 32 step of each row
+              const uint64_t qd = wgmma_desc_advance(q_desc0, (step / 4) * S::kBlock + 32 * (step % 4));
+              if constexpr (kDs) wgmma_m64n64k16_rs_bf16(sacc, a[kk % 2] + 4 * h, qd, step > 0);
+              else wgmma_m64n64k16_rs_f16(sacc, a[kk % 2] + 4 * h, qd, step > 0);
+            }
             wgmma_commit();
+          }
+          if constexpr (kDs) {
+            // The rope: bf16 in the tail rows (from byte 16), plain ldmatrix x4 per k-step (rows g,
+            // g + 8 x dims 0-7, 8-15: the A layout as it is), against Q^T's bf16 rope.
+            const uint32_t tail = raw + 4 * kMlaRawBlock;
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {
+              wgmma_wait<1>();
+              ldmatrix_x4(a[r % 2], tail + st_tok * kMlaDsTailRow + 16 + 32 * r + 16 * st_half);
+              wgmma_fence();
+              const int step = 32 + r;
+              wgmma_m64n64k16_rs_bf16(sacc, a[r % 2], wgmma_desc_advance(q_desc0, (step / 4) * S::kBlock + 32 * (step % 4)),
+                                      1);
+              wgmma_commit();
+            }
           }
         }
         wgmma_wait<0>();
@@ -508,7 +610,44 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
       // stmatrix .trans: the S^T accumulators of n-block j are two 8 x 8 fragments (tokens g and
       // g + 8 x query rows 2c, 2c + 1), and transposed each lands as 8 query rows of 8 tokens, one
       // 16-byte chunk of P^T's rows (4 stores a thread where two-byte ones took 32).
-      if (own) {
+      // This thread's unrounded P of n-block jb (pl: token g, ph: token g + 8; query rows 2c, 2c + 1),
+      // added to its shares of the rows' sums.
+      const auto p_of_block = [&](int jb, float (&pl)[2], float (&ph)[2]) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int k = 2 * jb + e, n = row_of(k, c), j = 4 * jb + e;
+          const float m = sM[parity * 64 + n];
+          const float mbase = m == -INFINITY ? 0.f : m;
+          pl[e] = fast_exp2(sacc[j] - mbase);  // (masked: 0)
+          ph[e] = fast_exp2(sacc[j + 2] - mbase);
+          l[k] += pl[e] + ph[e];
+        }
+      };
+      if constexpr (kF8) {
+        if (own) {
+          // kF8: P^T of both tiles in one block, e4m3, tile t's 64 tokens at bytes 64 t of each query
+          // row; in each warp's 16-token group byte 2u + e holds token u + 8 e (wide_v_fragments_f8's
+          // order): a thread packs (token g, token g + 8) of a row into one 16-bit unit, and stmatrix
+          // .trans stores 8 units (16 bytes) of 8 rows per matrix, one n-block a matrix.
+          const int ls = wide_launder(lane);
+          c = ls % 4;
+          const int mq = ls / 8, mi = ls % 8;  // this lane's address: row mi of matrix mq
+#pragma unroll
+          for (int jj = 0; jj < 8; jj += 4) {
+            uint32_t pk[4];
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {  // n-block jj + q
+              const int jb = jj + q;
+              float pl[2], ph[2];
+p_of_block(jb, pl, ph);
+              pk[q] = wide_e4m3x2(pl[0], ph[0]) | (wide_e4m3x2(pl[1], ph[1]) << 16);  // rows 2c, 2c + 1
+            }
+            // Matrix mq: n-block jj + mq; its row mi is query row 8 (jj + mq) + mi, chunk 4 wg + ww of
+            // P^T's 128-byte row (tile wg's tokens 16 ww ..).
+            stsm_x4_trans(sbase + S::kPt + sw128_offset(8 * (jj + mq) + mi, 4 * wg + ww), pk[0], pk[1], pk[2], pk[3]);
+          }
+        }
+      } else if (own) {
         const int ls = wide_launder(lane);
         c = ls % 4;
         const uint32_t pt = sbase + S::kPt + wg * S::kBlock;
@@ -520,15 +659,7 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
           for (int q = 0; q < 2; ++q) {  // n-block jj + q
             const int jb = jj + q;
             float pl[2], ph[2];
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const int k = 2 * jb + e, n = row_of(k, c), j = 4 * jb + e;
-              const float m = sM[parity * 64 + n];
-              const float mbase = m == -INFINITY ? 0.f : m;
-              pl[e] = fast_exp2(sacc[j] - mbase);  // (masked: 0)
-              ph[e] = fast_exp2(sacc[j + 2] - mbase);
-              l[k] += pl[e] + ph[e];
-            }
+p_of_block(jb, pl, ph);
             using PT = std::conditional_t<kDs, gpu_bf16, gpu_half>;
             pk[2 * q] = pack2<PT>(pl[0], pl[1]);      // token g; rows 2c, 2c + 1 of block jb
             pk[2 * q + 1] = pack2<PT>(ph[0], ph[1]);  // token g + 8
@@ -577,38 +708,53 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
         };
         uint32_t rr[4], a[2][8];
         ldmatrix_x4_trans(rr, ot_addr(0));
+        if constexpr (kF8) {
+          // kF8: per tile 8 k32 products (64-column block gi / 2, 32 tokens gi % 2), A the raw bytes
+          // as they are; P^T of tile t at bytes 64 t of its rows.
+          const uint64_t pf_desc = wgmma_desc_sw128(sbase + S::kPt, 16, 1024);
 #pragma unroll
-        for (int gi = 0; gi < 8; ++gi) {
-          wgmma_wait<1>();
-          wide_v_fragments<kE5m2>(a[gi % 2], rr);
-          if (gi + 1 < 8) ldmatrix_x4_trans(rr, ot_addr(gi + 1));
-          if constexpr (kDs) {
-            // An A register holds one column at two tokens: scales s_t0, s_t1 of the columns' group
-            // (256 wg + 64 (gi / 2) + 16 ww lies in group 2 wg + gi / 4); k-step s2's tokens are
-            // 32 (gi % 2) + 16 s2 + 2c, + 1 (registers 0, 1) and + 8, + 9 (registers 2, 3).
-            const int grp = 2 * wg + gi / 4, cq = wide_launder(lane) % 4;
+          for (int gi = 0; gi < 8; ++gi) {
+            wgmma_wait<1>();
+            wide_v_fragments_f8(a[gi % 2], rr);
+            if (gi + 1 < 8) ldmatrix_x4_trans(rr, ot_addr(gi + 1));
+            wgmma_fence();
+            wgmma_m64n64k32_rs_f8<kE5m2>(o[gi / 2], a[gi % 2], wgmma_desc_advance(pf_desc, 64 * t + 32 * (gi % 2)), 1);
+            wgmma_commit();
+          }
+        } else {
 #pragma unroll
-            for (int s2 = 0; s2 < 2; ++s2) {
-              const int t0 = 32 * (gi % 2) + 16 * s2 + 2 * cq;
-              const float* c0 = tsc + t0 * (kMlaDsTailRow / 4) + grp;
-              constexpr int kRow = kMlaDsTailRow / 4;
-              const float s0 = c0[0], s1 = c0[kRow], s8 = c0[8 * kRow], s9 = c0[9 * kRow];
-              uint32_t* set = a[gi % 2] + 4 * s2;
-              set[0] = half2_bits_scaled_to<gpu_bf16>(set[0], s0, s1);
-              set[1] = half2_bits_scaled_to<gpu_bf16>(set[1], s0, s1);
-              set[2] = half2_bits_scaled_to<gpu_bf16>(set[2], s8, s9);
-              set[3] = half2_bits_scaled_to<gpu_bf16>(set[3], s8, s9);
+          for (int gi = 0; gi < 8; ++gi) {
+            wgmma_wait<1>();
+            wide_v_fragments<kE5m2>(a[gi % 2], rr);
+            if (gi + 1 < 8) ldmatrix_x4_trans(rr, ot_addr(gi + 1));
+            if constexpr (kDs) {
+              // An A register holds one column at two tokens: scales s_t0, s_t1 of the columns' group
+              // (256 wg + 64 (gi / 2) + 16 ww lies in group 2 wg + gi / 4); k-step s2's tokens are
+              // 32 (gi % 2) + 16 s2 + 2c, + 1 (registers 0, 1) and + 8, + 9 (registers 2, 3).
+              const int grp = 2 * wg + gi / 4, cq = wide_launder(lane) % 4;
+#pragma unroll
+              for (int s2 = 0; s2 < 2; ++s2) {
+                const int t0 = 32 * (gi % 2) + 16 * s2 + 2 * cq;
+                const float* c0 = tsc + t0 * (kMlaDsTailRow / 4) + grp;
+                constexpr int kRow = kMlaDsTailRow / 4;
+                const float s0 = c0[0], s1 = c0[kRow], s8 = c0[8 * kRow], s9 = c0[9 * kRow];
+                uint32_t* set = a[gi % 2] + 4 * s2;
+                set[0] = half2_bits_scaled_to<gpu_bf16>(set[0], s0, s1);
+                set[1] = half2_bits_scaled_to<gpu_bf16>(set[1], s0, s1);
+                set[2] = half2_bits_scaled_to<gpu_bf16>(set[2], s8, s9);
+                set[3] = half2_bits_scaled_to<gpu_bf16>(set[3], s8, s9);
+              }
             }
-          }
-          wgmma_fence();
+            wgmma_fence();
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int step = 2 * (gi % 2) + h;  // P^T bytes 32 step of each row
-            const uint64_t pd = wgmma_desc_advance(p_desc, 32 * step);
-            if constexpr (kDs) wgmma_m64n64k16_rs_bf16(o[gi / 2], a[gi % 2] + 4 * h, pd, 1);
-            else wgmma_m64n64k16_rs_f16(o[gi / 2], a[gi % 2] + 4 * h, pd, 1);
+            for (int h = 0; h < 2; ++h) {
+              const int step = 2 * (gi % 2) + h;  // P^T bytes 32 step of each row
+              const uint64_t pd = wgmma_desc_advance(p_desc, 32 * step);
+              if constexpr (kDs) wgmma_m64n64k16_rs_bf16(o[gi / 2], a[gi % 2] + 4 * h, pd, 1);
+              else wgmma_m64n64k16_rs_f16(o[gi / 2], a[gi % 2] + 4 * h, pd, 1);
+            }
+            wgmma_commit();
           }
-          wgmma_commit();
         }
         // The tile's buffer is done with (both warpgroups' S^T of it passed the barriers, and this
         // warpgroup's products are complete): the loader may refill it while tile 1's run.
@@ -671,7 +817,7 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
 }
 #endif
 
-template <typename T, bool kE5m2>
+template <typename T, bool kE5m2, bool kF8 = false>
 __global__ void __launch_bounds__(kWideThreads, 1)
     mla_fp8_wide_kernel(const MlaDecodeParams p, int page_shift, int row_blocks, const MlaSchedule s,
                         float* __restrict__ ws_out, float* __restrict__ ws_lse,
@@ -679,7 +825,7 @@ __global__ void __launch_bounds__(kWideThreads, 1)
 #if defined(JP_HAVE_WGMMA)
   pdl_wait();  // a dependent launch, as the wgmma kernel's (kernel.cuh)
   if (p.early_dependents) pdl_launch_dependents();
-  mla_fp8_wide_body<T, kE5m2>(p, page_shift, row_blocks, s, ws_out, ws_lse, &cache_map);
+  mla_fp8_wide_body<T, kE5m2, false, false, kF8>(p, page_shift, row_blocks, s, ws_out, ws_lse, &cache_map);
 #endif
 }
 // The wide kernel on DeepSeek-V3.2's 656-byte rows read with ds_dequant="bfloat16" (kDs, NOTES item 49).

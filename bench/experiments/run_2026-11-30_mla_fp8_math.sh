@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Prepared in session 39, not run: the wide fp8 MLA kernel's fp8-math mode (NOTES item 61;
+# Run in session 40 (NOTES item 63): f8 with the API patch landed (mla_decode(..., fp8_math=True));
+# _promote and _stages4 measured and not kept; the f8 and API patches no longer apply to main.
+# Prepared in session 39: the wide fp8 MLA kernel's fp8-math mode (NOTES item 61;
 # 2026-11-30_mla_fp8_math.patch, on unless JAXPAGED_MLA_FP8_MATH=0): S^T = K Q^T as SS m64n64k32
 # e4m3 (A the raw tile, Q^T e4m3 x 2^k per row), P^T e4m3, O^T += V^T P^T as RS m64n64k32 with the
 # raw bytes as A - no conversions, half the tensor cycles. Predicted (item 59 j) 0.095-0.105 ms on

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Session 40 (NOTES item 63 f): where the wide fp8 kernel's fp8-math mode spends its time beside
+# FlashMLA's fp8 decode on the same inputs (mla_fp8math_h128_b64_ctx4k: ours 0.113 ms, FlashMLA
+# 0.115, predicted 0.095-0.105): ncu --set full on one call of each kernel (one profile), the
+# details page and the warp-stall ratios of the raw page exported as text.
+#   run tool: command "bash bench/experiments/run_2026-11-27_fp8math_ncu.sh", carry [".whl"], kind nvidia-h100-x1
+set -uo pipefail
+source bench/experiments/run_lib.sh
+use_peers
+build_into /tmp/jp
+cfg=mla_fp8math_h128_b64_ctx4k
+timeout 200 ncu --set full -k "regex:mla_fp8_wide_kernel|splitkv_mla" -c 2 -f -o /tmp/f8ncu \
+  python3 "$R/bench/profile_one.py" $cfg --calls 1 --flashmla > "$OUT/ncu_run.log" 2>&1
+echo "ncu rc $? ($(( $(date +%s) - start )) s)"; tail -3 "$OUT/ncu_run.log"
+ncu -i /tmp/f8ncu.ncu-rep --page details > "$OUT/ncu_details.txt" 2>&1
+ncu -i /tmp/f8ncu.ncu-rep --page raw --csv > /tmp/raw.csv 2>&1
+python3 - /tmp/raw.csv > "$OUT/ncu_stalls.txt" <<'PY'
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1])))
+head, data = rows[0], rows[2:]
+keep = [i for i, h in enumerate(head) if h in ("Kernel Name", "gpu__time_duration.sum", "launch__registers_per_thread",
+        "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+        "sm__inst_executed_pipe_tensor_op_gmma.avg.pct_of_peak_sustained_active",
+        "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active",
+        "dram__throughput.avg.pct_of_peak_sustained_elapsed", "launch__grid_size", "smsp__issue_active.avg.pct_of_peak_sustained_active")
+        or ("average_warp_latency_issue_stalled" in h and h.endswith(".ratio"))
+        or ("warps_issue_stalled" in h and h.endswith("per_issue_active.ratio"))]
+for r in data:
+    print("==", r[head.index("Kernel Name")][:90])
+    for i in keep:
+        try:
+            v = float(r[i].replace(",", ""))
+        except ValueError:
+            continue
+        if v >= 0.05 or "time" in head[i]:
+            print(f"  {head[i]:90s} {v:12.3f}")
+PY
+cat "$OUT/ncu_stalls.txt" | cut -c1-120
+grep -E "^  [a-zA-Z_].*\(|Duration|DRAM Throughput|Registers Per|Achieved Occupancy|Issue Slots Busy|Warp Cycles Per Issued|Eligible Warps" \
+  "$OUT/ncu_details.txt" | cut -c1-120
+echo "total $(( $(date +%s) - start )) s"

@@ -60,7 +60,10 @@ def main():
         jax.block_until_ready(fn(*operands))
     if args.flashmla:
         peer_call = peers.flashmla_sparse_call if getattr(cfg, "topk", 0) else peers.flashmla_call
-        call, t_qs = peer_call(cfg, operands[:-1] if with_plan else operands, 1.0 / math.sqrt(192.0))
+        peer_args = (operands[:-1] if with_plan else operands, 1.0 / math.sqrt(192.0))
+        if getattr(cfg, "cache", "") == "fp8" and not getattr(cfg, "topk", 0):  # (FlashMLA's fp8 kernel)
+            peer_args += (bench.MLA_KV_SCALE,)
+        call, t_qs = peer_call(cfg, *peer_args)
         if call is None:
             print("FlashMLA not run:", t_qs)
             return

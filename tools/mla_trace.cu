@@ -1,15 +1,20 @@
-// The Hopper MLA kernel's timeline (NOTES item 53): runs one dense MLA decode (bf16, combined
-// 576-wide cache, 64-token pages; by default Hq = 128, B = 64, 4096 keys: the bench's
+// The Hopper MLA kernel's timeline (NOTES item 53): runs one dense MLA decode (combined 576-wide
+// rows, bf16 or fp8: --cache below; 64-token pages; by default Hq = 128, B = 64, 4096 keys: the bench's
 // mla_h128_b64_ctx4k) with the kernels built with JAXPAGED_MLA_TRACE, and writes the records of
 // blocks 0 and 1 (src/mla_decode/sm90/trace.cuh: uint64 id << 48 | clock64, per block and role)
 // to a file for tools/mla_trace_report.py.
 //
 //   cmake -S . -B build/trace -G Ninja -DJAXPAGED_CUDA=ON -DJAXPAGED_MLA_TRACE_DRIVER=ON -DJAXPAGED_CUDA_ARCHS=90a
 //   ninja -C build/trace jaxpaged_mla_trace
-//   build/trace/jaxpaged_mla_trace trace.bin [heads batch kv_len [pool_pages]]
+//   build/trace/jaxpaged_mla_trace trace.bin [heads batch kv_len [pool_pages]] [--cache=bf16|fp8|fp8math]
 // pool_pages (default: every page its own): the block table names only that many distinct pages
 // (e.g. 128 = 9 MB, resident in L2), so the same shape runs with its tiles served from L2.
+// --cache (anywhere after trace.bin; default bf16): fp8 = a per-tensor float8_e4m3fn cache in the
+// same combined 576-byte rows (the bf16 cache's uniform values quantized at kv_scale 0.02), which the wide fp8 kernel reads
+// (sm90/fp8_wide.cuh: more than 16 query rows, unless JAXPAGED_MLA_FP8_WIDE=0; its marks are ids
+// 60-95), fp8math = the same with MlaDecodeParams::fp8_math (the wide kernel's kF8 mode).
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 
 #include <algorithm>
 #include <cmath>
@@ -17,6 +22,7 @@
 #include <cstdlib>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "mla_decode/launch.h"
@@ -27,8 +33,19 @@ using jaxpaged_tools::Device;
 using jaxpaged_tools::random_bf16;
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: %s OUT.bin [heads batch kv_len [pool_pages]]\n", argv[0]);
+  std::string cache_kind = "bf16";
+  {
+    int kept = 1;  // (--cache=... taken out; the positional arguments keep their places)
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (a.rfind("--cache=", 0) == 0) cache_kind = a.substr(8);
+      else argv[kept++] = argv[i];
+    }
+    argc = kept;
+  }
+  const bool fp8 = cache_kind == "fp8" || cache_kind == "fp8math";
+  if (argc < 2 || !(fp8 || cache_kind == "bf16")) {
+    std::fprintf(stderr, "usage: %s OUT.bin [heads batch kv_len [pool_pages]] [--cache=bf16|fp8|fp8math]\n", argv[0]);
     return 2;
   }
   const int heads = argc > 2 ? std::atoi(argv[2]) : 128, B = argc > 3 ? std::atoi(argv[3]) : 64;
@@ -42,7 +59,12 @@ int main(int argc, char** argv) {
   for (int i = 0; i < num_pages; ++i) table[i] %= pool;  // (pages >= pool never read)
   const size_t rows = size_t(B) * heads;
   Device<__nv_bfloat16> q_nope(random_bf16(rows * 512, rng)), q_pe(random_bf16(rows * 64, rng));
-  Device<__nv_bfloat16> cache(random_bf16(size_t(num_pages) * page * row, rng));
+  const size_t cache_elems = size_t(num_pages) * page * row;
+  Device<__nv_bfloat16> cache(random_bf16(fp8 ? 0 : cache_elems, rng));
+  std::vector<uint8_t> bytes(fp8 ? cache_elems : 0);
+  std::uniform_real_distribution<float> unit(-1.f, 1.f);
+  for (auto& v : bytes) v = __nv_fp8_e4m3(unit(rng) / 0.02f).__x;  // (the bf16 cache's values, at kv_scale 0.02)
+  Device<uint8_t> cache8(bytes);
   Device<int32_t> lens(std::vector<int32_t>(B, kv_len)), d_table(table);
   Device<__nv_bfloat16> out(rows * 512);
   Device<float> lse(rows);
@@ -52,8 +74,8 @@ int main(int argc, char** argv) {
   jaxpaged::MlaDecodeParams p{};
   p.q_nope = q_nope.ptr;
   p.q_pe = q_pe.ptr;
-  p.ckv = cache.ptr;
-  p.kpe = cache.ptr + 512;
+  p.ckv = fp8 ? static_cast<const void*>(cache8.ptr) : cache.ptr;
+  p.kpe = fp8 ? static_cast<const void*>(cache8.ptr + 512) : cache.ptr + 512;  // (combined rows: strides in elements)
   p.kv_lens = lens.ptr;
   p.block_tables = d_table.ptr;
   p.out = out.ptr;
@@ -67,8 +89,12 @@ int main(int argc, char** argv) {
   p.ckv_slot_stride = p.kpe_slot_stride = row;
   p.ckv_page_stride = p.kpe_page_stride = int64_t(page) * row;
   p.scale = 1.f / std::sqrt(192.f);
-  p.kv_scale = 1.f;
+  p.kv_scale = fp8 ? 0.02f : 1.f;
   p.q_bf16 = true;
+  // (an fp8 latent with its rope fp8 too, right after it: mla_fp8_wide_applies)
+  p.fp8 = p.kpe_fp8 = fp8;
+  p.kv_e5m2 = false;
+  p.fp8_math = cache_kind == "fp8math";
   const int64_t ws_floats = jaxpaged::mla_decode_workspace_bytes(p, -1) / 4;
   Device<float> ws(static_cast<size_t>(ws_floats));
   cudaEvent_t ev[2];
@@ -93,8 +119,15 @@ int main(int argc, char** argv) {
   FILE* f = std::fopen(argv[1], "wb");
   std::fwrite(host.data(), 8, host.size(), f);
   std::fclose(f);
-  std::printf("heads %d batch %d kv_len %d pool %d pages: traced call %.1f us; %zu records written to %s\n", heads, B,
-              kv_len, pool, 1e3 * last_ms,
-              size_t(std::count_if(host.begin(), host.end(), [](uint64_t w) { return w != 0; })), argv[1]);
+  // Which kernel marked: the wide fp8 kernel's ids are >= 60, the wgmma kernel's 1-54.
+  const size_t records = size_t(std::count_if(host.begin(), host.end(), [](uint64_t w) { return w != 0; }));
+  const size_t wide = size_t(std::count_if(host.begin(), host.end(), [](uint64_t w) { return (w >> 48) >= 60; }));
+  std::printf("cache %s, heads %d batch %d kv_len %d pool %d pages: traced call %.1f us; %zu records (%s) in %s\n",
+              cache_kind.c_str(), heads, B, kv_len, pool, 1e3 * last_ms, records,
+              wide > 0 ? "the wide fp8 kernel's" : (records > 0 ? "the wgmma kernel's" : "no kernel marked"), argv[1]);
+  if (fp8 && wide == 0) {
+    std::fprintf(stderr, "%s cache: no marks of the wide fp8 kernel (at most 16 query rows run the narrow kernel, "
+                 "which has none; or JAXPAGED_MLA_FP8_WIDE=0)\n", cache_kind.c_str());
+  }
   return 0;
 }

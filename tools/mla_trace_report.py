@@ -1,8 +1,10 @@
 """Reads tools/mla_trace.cu's records (NOTES item 53) and prints the seesaw's timeline: for each
 block, the median over steady-state pairs of each event's clock offset from warpgroup 0's pair
 start (event 1), for both compute warpgroups and the loader's refills of the next pair.
+Records of the wide fp8 kernel (ids >= 60, sm90/fp8_wide.cuh; --cache=fp8 or fp8math) get its own
+report (wide_report): the same medians from warpgroup 0's event START (default 63, its pair start).
 
-    python tools/mla_trace_report.py trace.bin
+    python tools/mla_trace_report.py trace.bin [--wide] [--start=START]
 """
 import statistics
 import sys
@@ -26,6 +28,22 @@ NAMES = {
 }
 
 
+# The wide fp8 kernel's marks (fp8_wide.cuh): 60-80 in each compute warpgroup (role 0 or 1, the
+# same ids; a warpgroup's S^T tile is its own tile of the pair: warpgroup 0's tile 0, 1's tile 1),
+# 90-95 the loader's (one thread; its tiles counted as the compute side pairs them).
+WIDE_NAMES = {
+    60: "start", 61: "sequence start", 62: "queries ready (Q^T barrier passed)", 63: "pair start",
+    64: "S^T tile's full wait passed", 65: "S^T issued (its last k-step)", 66: "S^T done", 67: "vote barrier passed",
+    68: "maxima exchanged (rescaling pairs only)", 69: "P^T stored", 70: "P^T barrier passed",
+    71: "O^T tile 0: full wait passed", 72: "O^T tile 0 issued (its last k-step)", 73: "O^T tile 0 done",
+    74: "tile 0's buffer handed back", 75: "O^T tile 1: full wait passed", 76: "O^T tile 1 issued (its last k-step)",
+    77: "O^T tile 1 done", 78: "tile 1's buffer handed back", 79: "epilogue start", 80: "sequence stored",
+    90: "loader start", 91: "sequence start", 92: "tile 0: empty wait passed", 93: "tile 0: TMA issued",
+    94: "tile 1: empty wait passed", 95: "tile 1: TMA issued",
+}
+WIDE_SEQ = (60, 61, 62, 79, 80, 90, 91)  # once a block or a sequence: not in the per-pair medians
+
+
 def pairs(recs, start_id):
     """Splits (id, t) records into lists, one per pair, each starting at start_id."""
     out = []
@@ -37,14 +55,92 @@ def pairs(recs, start_id):
     return out
 
 
-def main(path):
-    raw = np.fromfile(path, dtype=np.uint64).reshape(2, 3, -1)  # [block][role][record] (trace.cuh)
+def records(raw, blk):
+    """Each role's (id, clock) records of block blk, in order."""
+    roles = []
+    for r in range(3):
+        w = raw[blk, r]
+        w = w[w != 0]
+        roles.append([(int(x >> np.uint64(48)), int(x & np.uint64(0xFFFFFFFFFFFF))) for x in w])
+    return roles
+
+
+def sequences(recs, seq_id, pair_id):
+    """Splits a role's records into sequences (each from seq_id) of pairs (each from pair_id): a list
+    per sequence of {id: first clock} per pair, and the sequence's own marks {id: clock}."""
+    out = []
+    for i, t in recs:
+        if i == seq_id:
+            out.append(([], {}))
+        if not out:  # (the block's start mark, before its first sequence)
+            continue
+        seq_pairs, marks = out[-1]
+        if i in WIDE_SEQ:
+            marks.setdefault(i, t)
+        elif i == pair_id:
+            seq_pairs.append({i: t})
+        elif seq_pairs:
+            seq_pairs[-1].setdefault(i, t)
+    return out
+
+
+def wide_report(raw, start_id):
+    """The wide fp8 kernel's timeline: per block, the median over steady pairs (a sequence's pairs
+    but its first two and last two) of each event's offset from warpgroup 0's start_id in the pair,
+    for both compute warpgroups and the loader's tiles of the next pair; the median pair period."""
     for blk in range(2):
-        roles = []
-        for r in range(3):
-            w = raw[blk, r]
-            w = w[w != 0]
-            roles.append([(int(x >> np.uint64(48)), int(x & np.uint64(0xFFFFFFFFFFFF))) for x in w])
+        roles = records(raw, blk)
+        if not roles[0]:
+            print(f"block {blk}: no records")
+            continue
+        wg0, wg1, ld = sequences(roles[0], 61, 63), sequences(roles[1], 61, 63), sequences(roles[2], 91, 92)
+        n_pairs = [sum(len(p) for p, _ in x) for x in (wg0, wg1, ld)]
+        exch = sum(68 in q for p, _ in wg0 for q in p)
+        steady = [(j, k) for j, (p, _) in enumerate(wg0) for k in range(2, len(p) - 2)]
+        if not steady:  # (short sequences: every pair)
+            steady = [(j, k) for j, (p, _) in enumerate(wg0) for k in range(len(p))]
+        starts = {(j, k): q.get(start_id) for j, (p, _) in enumerate(wg0) for k, q in enumerate(p)}
+        periods = [starts[j, k + 1] - starts[j, k] for j, k in steady
+                   if (j, k + 1) in starts and starts[j, k] is not None and starts[j, k + 1] is not None]
+        period = statistics.median(periods) if periods else float("nan")
+        print(f"block {blk} (wide fp8 kernel): {len(wg0)} sequences, {n_pairs[0]} pairs (WG0), {n_pairs[1]} (WG1), "
+              f"{n_pairs[2]} loader pairs; {len(steady)} steady; median pair period {period:.0f} cycles "
+              f"({period / 2:.0f} a tile); maxima exchanged in {exch} of {n_pairs[0]} pairs")
+        t0 = next((t for i, t in roles[0] if i == 60), roles[0][0][1])
+        for j, (p, marks) in enumerate(wg0):  # a sequence's life, from warpgroup 0's start (60)
+            ev = [(WIDE_NAMES[i], t - t0) for i, t in marks.items()]
+            ev += [("first pair start", p[0][63] - t0), ("last pair start", p[-1][63] - t0)] if p else []
+            print(f"  WG0 sequence {j} ({len(p)} pairs) from its start: "
+                  + ", ".join(f"{name} {t}" for name, t in sorted(ev, key=lambda x: x[1])))
+        by = {}  # (role, id) -> offsets from warpgroup 0's start_id, over the steady pairs
+        for j, k in steady:
+            ref = starts[j, k]
+            if ref is None:
+                continue
+            for role, src, shift in ((0, wg0, 0), (1, wg1, 0), (2, ld, 1)):
+                if j < len(src) and k + shift < len(src[j][0]):
+                    for i, t in src[j][0][k + shift].items():
+                        by.setdefault((role, i), []).append(t - ref)
+        if not by:
+            continue
+        label = ("WG0", "WG1", "LD next pair:")
+        print(f"  offsets from WG0's {start_id} ({WIDE_NAMES.get(start_id, '?')}), median (p10, p90) over the "
+              f"steady pairs [pairs with the event]:")
+        for key in sorted(by, key=lambda x: statistics.median(by[x])):
+            v = by[key]
+            print(f"  {statistics.median(v):7.0f}  (p10 {np.percentile(v, 10):7.0f}, p90 {np.percentile(v, 90):7.0f})  "
+                  f"{key[1]:3d} {label[key[0]]} {WIDE_NAMES.get(key[1], '?')} [{len(v)}]")
+
+
+def main(path, wide=None, start_id=63):
+    raw = np.fromfile(path, dtype=np.uint64).reshape(2, 3, -1)  # [block][role][record] (trace.cuh)
+    if wide is None:  # the wide kernel's ids are >= 60, the wgmma kernel's 1-54
+        wide = bool(((raw >> np.uint64(48)) >= 60).any())
+    if wide:
+        wide_report(raw, start_id)
+        return
+    for blk in range(2):
+        roles = records(raw, blk)
         if not roles[0]:
             print(f"block {blk}: no records")
             continue
@@ -74,4 +170,7 @@ def main(path):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    flags = [a for a in sys.argv[1:] if a.startswith("--")]
+    start = next((int(a.split("=", 1)[1]) for a in flags if a.startswith("--start=")), 63)
+    main(args[0], wide=True if "--wide" in flags else None, start_id=start)

@@ -14,6 +14,7 @@
 #include "common/sm80/mma.cuh"    // cp_async_16
 #include "common/sm90/wgmma.cuh"  // sw128_offset
 #include "mla_decode/sm90/loader.cuh"  // mla_entry_ok
+#include "mla_decode/sm90/trace.cuh"
 
 namespace jaxpaged {
 
@@ -48,17 +49,25 @@ __device__ __forceinline__ void mla_fp8_tma_ring(const MlaDecodeParams& p, int p
   if constexpr (kDs) tma_prefetch_map(tail_map);
   static_assert(kFull % kStages == 0, "a full barrier belongs to one buffer");
   tma_prefetch_map(cache_map);
+  // The timeline probe's marks (trace.cuh: only in tools/mla_trace.cu's build; role 2): 90 start,
+  // 91 a sequence, 92 / 94 a tile's empty wait passed and 93 / 95 its copies issued (tile 0 / 1 of
+  // the wide kernel's pair: fp8_wide.cuh's 60-80).
+  MlaTrace tr(p, 2);
+  tr(90);
   int use = 0;
   for (int b = first_b; b <= last_b; ++b) {
     const int kv_len = int(clamp_kv_len(p.kv_lens[b], capacity));
     const TileSpan tiles = mla_piece_tiles(s, part, b, mla_tiles_of(kv_len));
     const int32_t* table = p.block_tables + int64_t(b) * p.max_pages;
+    tr(91);
     for (int u = tiles.begin; u < tiles.end; ++u, ++use) {
+      const int mark = 92 + 2 * ((u - tiles.begin) & 1);
       // An out-of-range page id goes to the engine as it is (a box outside the map is
       // zero-filled) and the flag makes the sequence's output NaN.
       const int32_t page = table[(u * kMlaTileKeys) >> page_shift];
       const int stage = use % kStages;
       mbar_wait(&empty[stage], (uint32_t(use / kStages) & 1u) ^ 1u);
+      tr(mark);
       sBad[stage] = mla_entry_ok<false>(p, page, 0) ? 0 : 1;
       const int slot = (u * kMlaTileKeys) & int(p.page_size - 1);
       unsigned char* raw = raw0 + stage * kStride;
@@ -75,6 +84,7 @@ __device__ __forceinline__ void mla_fp8_tma_ring(const MlaDecodeParams& p, int p
           tma_load_3d(raw + cb * kMlaRawBlock, cache_map, cb * 128, slot, page, landed);
         }
       }
+      tr(mark + 1);
     }
   }
 }

@@ -72,6 +72,7 @@
 #include "mla_decode/partition_schedule.cuh"
 #include "mla_decode/sm90/epilogue.cuh"  // mla_row_factor, mla_row_output, mla_row_lse
 #include "mla_decode/sm90/fp8_ring.cuh"
+#include "mla_decode/sm90/trace.cuh"
 
 namespace jaxpaged {
 
@@ -250,6 +251,10 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
   warpgroup_regs_grow<kWideComputeRegs>();
   const int wg = warp / 4, ww = warp % 4;
   const int tw = tid % 128;
+  // The timeline probe's marks (trace.cuh; nothing outside tools/mla_trace.cu's build): ids 60-80,
+  // the same in both warpgroups (role = wg); the loader's 90-95 (fp8_ring.cuh's mla_fp8_tma_ring).
+  MlaTrace tr(p, wg);
+  tr(60);
   const uint32_t sbase = smem_addr(base);
   const float kv_scale = kDs ? 1.f : mla_kv_scale(p);
   // (fp8: the values are the fp8 values x kv_scale; kDs: 1, the group scales applied in registers)
@@ -266,6 +271,7 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
   for (int b = first_b; b <= last_b; ++b) {
     const int kv_len = kSparse ? mla_kv_len<true>(p, b, capacity) : int(clamp_kv_len(p.kv_lens[b], capacity));
     const TileSpan tiles = mla_piece_tiles(s, part, b, mla_tiles_of(kv_len));
+    tr(61);
 
     // The sequence's queries as Q^T: f16 x 2^k per row (k puts the row's largest finite |q| in
     // [2^14, 2^15), as the converting path's convert_queries; a zero or non-finite row keeps k = 0;
@@ -414,6 +420,7 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
     }
     fence_proxy_async_shared();  // Q^T, for the products' async-proxy reads
     named_barrier_sync(kWideBarBoth, 256);
+    tr(62);
 
     float o[4][32];  // O^T of this warpgroup's columns 256 wg + 64 mb + (16 ww + 2g, + 1) x this thread's rows
 #pragma unroll
@@ -436,6 +443,7 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
     };
 
     for (int u = tiles.begin; u < tiles.end; u += 2, use += 2) {
+      tr(63);
       const bool has1 = u + 1 < tiles.end;
       // The pair's buffers and their full barriers' phases (scalars: an array indexed by the tile
       // loop's counter would live in memory).
@@ -447,6 +455,7 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
       if (own) {
         const int stage = wg ? st1 : st0;
         mbar_wait(&full[stage], wg ? ph1 : ph0);
+        tr(64);
         bad |= sBad[stage] != 0;
         if constexpr (kF8) {
           // kF8: S^T = K Q^T in 18 k32 steps, both operands from shared memory (A: the raw tile's 64
@@ -522,9 +531,11 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
             }
           }
         }
+        tr(65);
         wgmma_wait<0>();
 #pragma unroll
         for (int i = 0; i < 32; ++i) reg_fence(sacc[i]);
+        tr(66);
       }
       // The scores (log2 domain), masked, and whether any exceeds its row's running maximum by more
       // than kWideRescaleLog2 (the maxima move lazily: P = exp2(s - m) stays <= 2^8 otherwise,
@@ -565,6 +576,7 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
       exceed = gpu::any(exceed);
       if (lane == 0) sFlag[warp] = exceed ? 1 : 0;
       named_barrier_sync(kWideBarBoth, 256);
+      tr(67);
       {
         const int4 f0 = *reinterpret_cast<const int4*>(sFlag), f1 = *reinterpret_cast<const int4*>(sFlag + 4);
         exceed = (f0.x | f0.y | f0.z | f0.w | f1.x | f1.y | f1.z | f1.w) != 0;  // (the same in every thread)
@@ -605,6 +617,7 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
         }
         parity ^= 1;
         named_barrier_sync(kWideBarBoth, 256);  // (the new maxima, for every thread's P below)
+        tr(68);
       }
       // P^T of this warpgroup's tile (f16; kDs: bf16) and this thread's shares of the rows' sums, stored by
       // stmatrix .trans: the S^T accumulators of n-block j are two 8 x 8 fragments (tokens g and
@@ -669,6 +682,7 @@ p_of_block(jb, pl, ph);
           stsm_x4_trans(pt + sw128_offset(8 * (jj + mq / 2) + mi, 2 * ww + mq % 2), pk[0], pk[1], pk[2], pk[3]);
         }
       }
+      tr(69);
       // The copy engine brings whole pages, so in a sequence's last tile the rows past kv_len hold
       // whatever the page holds there (maybe NaN, and 0 x NaN is NaN): the tile's warpgroup zeroes
       // their latent bytes now that its S^T is done with them (their scores are masked by
@@ -689,6 +703,7 @@ p_of_block(jb, pl, ph);
       }
       fence_proxy_async_shared();  // P^T, for the products' async-proxy reads
       named_barrier_sync(kWideBarBoth, 256);
+      tr(70);
       // O^T += V^T P^T over the pair's tiles for this warpgroup's 256 columns: per tile 8 groups
       // (64-column block mb, 32 tokens h) of two k-steps, pipelined as S^T's.
 #pragma unroll 1
@@ -697,6 +712,7 @@ p_of_block(jb, pl, ph);
         // phase that cannot move before this warp releases the buffer, passes at once)
         const int stage = t ? st1 : st0;
         mbar_wait(&full[stage], t ? ph1 : ph0);
+        tr(71 + 4 * t);  // (tile t's marks: 71-74, 75-78)
         const uint32_t raw = sbase + S::kRaw + stage * S::kRawStride;
         const uint64_t p_desc = wgmma_desc_sw128(sbase + S::kPt + t * S::kBlock, 16, 1024);
         const int lo = wide_launder(lane);
@@ -756,6 +772,7 @@ p_of_block(jb, pl, ph);
             wgmma_commit();
           }
         }
+        tr(72 + 4 * t);
         // The tile's buffer is done with (both warpgroups' S^T of it passed the barriers, and this
         // warpgroup's products are complete): the loader may refill it while tile 1's run.
         wgmma_wait<0>();
@@ -763,11 +780,14 @@ p_of_block(jb, pl, ph);
         for (int mb = 0; mb < 4; ++mb)
 #pragma unroll
           for (int i = 0; i < 32; ++i) reg_fence(o[mb][i]);
+        tr(73 + 4 * t);
         __syncwarp();
         if (lane == 0) mbar_arrive(&empty[stage]);
+        tr(74 + 4 * t);
       }
     }
     if (tiles.end - tiles.begin > 0 && ((tiles.end - tiles.begin) & 1)) use -= 1;  // (the last pair had one tile)
+    tr(79);
 
     // Epilogue: each row's sum over the 8 warps' shares; each warpgroup writes its 256 columns
     // (whole sequences to the output, cut ones as float partials for the merge).
@@ -813,6 +833,7 @@ p_of_block(jb, pl, ph);
         else ws_lse[ws_row] = lse;
       }
     }
+    tr(80);
   }
 }
 #endif

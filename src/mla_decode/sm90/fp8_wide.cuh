@@ -652,7 +652,7 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
             for (int q = 0; q < 4; ++q) {  // n-block jj + q
               const int jb = jj + q;
               float pl[2], ph[2];
-p_of_block(jb, pl, ph);
+              p_of_block(jb, pl, ph);
               pk[q] = wide_e4m3x2(pl[0], ph[0]) | (wide_e4m3x2(pl[1], ph[1]) << 16);  // rows 2c, 2c + 1
             }
             // Matrix mq: n-block jj + mq; its row mi is query row 8 (jj + mq) + mi, chunk 4 wg + ww of
@@ -672,7 +672,7 @@ p_of_block(jb, pl, ph);
           for (int q = 0; q < 2; ++q) {  // n-block jj + q
             const int jb = jj + q;
             float pl[2], ph[2];
-p_of_block(jb, pl, ph);
+            p_of_block(jb, pl, ph);
             using PT = std::conditional_t<kDs, gpu_bf16, gpu_half>;
             pk[2 * q] = pack2<PT>(pl[0], pl[1]);      // token g; rows 2c, 2c + 1 of block jb
             pk[2 * q + 1] = pack2<PT>(ph[0], ph[1]);  // token g + 8

@@ -50,6 +50,14 @@ def is_traced(value) -> bool:
     return isinstance(value, _TRACER)
 
 
+def static_bool(name: str, value) -> bool:
+    """A Python (or numpy) bool for an option the kernels take as an attribute."""
+    if not isinstance(value, (bool, np.bool_)):
+        got = "a traced value: mark it static" if is_traced(value) else repr(value)
+        raise ValueError(f"{name} must be a Python bool; got {got}")
+    return bool(value)
+
+
 def static_number(name: str, value, *, positive: bool = False) -> float:
     """A finite Python number for an option the kernels take as an attribute."""
     if is_traced(value):

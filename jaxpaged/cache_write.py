@@ -152,9 +152,7 @@ def _writer(slot_mapping, num_new: int, num_pages: int, page_size: int, hnd: boo
     slots = _checks.index_array("slot_mapping", slot_mapping, out_of_range=-1)
     if slots.shape != (num_new,):
         raise ValueError(f"slot_mapping must have shape [N] = ({num_new},); got {slots.shape}")
-    if not isinstance(unique_slots, (bool, np.bool_)):
-        raise ValueError(f"unique_slots must be a Python bool; got {unique_slots!r}")
-    if not unique_slots:
+    if not _checks.static_bool("unique_slots", unique_slots):
         slots = last_writer_slots(slots, num_pages * page_size)
     if WRITE_IMPL not in ("auto", "rows", "scatter"):
         raise ValueError(f"JAXPAGED_WRITE_IMPL must be auto, rows or scatter; got {WRITE_IMPL!r}")

@@ -265,8 +265,7 @@ def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, sca
     if _checks.is_traced(causal):
         raise ValueError("causal must be a Python bool, not a traced value: mark it static, e.g. "
                          "jax.jit(f, static_argnames=('causal',))")
-    if _checks.is_traced(fp8_math) or not isinstance(fp8_math, (bool, np.bool_)):
-        raise ValueError(f"fp8_math must be a Python bool; got {type(fp8_math).__name__}")
+    fp8_math = _checks.static_bool("fp8_math", fp8_math)
     if fp8_math and not _fp8.is_fp8(jnp.result_type(ckv_cache)):
         raise ValueError(f"fp8_math applies to fp8 caches (float8_e4m3fn / float8_e5m2); ckv_cache is "
                          f"{jnp.result_type(ckv_cache)}")
@@ -278,7 +277,7 @@ def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, sca
     capacity = (jnp.shape(block_tables) + (0, 0))[1] * (jnp.shape(ckv_cache) + (0, 0))[1]
     plan, plan_attrs = _plan_operands(plan, batch, s_q * num_heads, capacity)
     out, lse = mla_decode_p.bind(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, options, plan,
-                                 causal=bool(causal), fp8_math=int(bool(fp8_math)), **attrs, **plan_attrs)
+                                 causal=bool(causal), fp8_math=int(fp8_math), **attrs, **plan_attrs)
     return (out, lse) if sinks is None else (_sinks.apply_sinks(out, lse, sinks), lse)
 
 

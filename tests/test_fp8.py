@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import jaxpaged
-from jaxpaged import _fp8, reference
+from jaxpaged import _fp8, _sinks, reference
 from cases import HOPPER, assert_close, mla_case, paged_case
 
 Q_DTYPE = "bfloat16"
@@ -390,17 +390,22 @@ def test_mla_fp8_math(rng, fmt, heads, s_q, page_size, causal, kv_lens, scale):
         np.testing.assert_array_equal(np.asarray(out, np.float32), np.asarray(exact_out, np.float32))
         np.testing.assert_array_equal(np.asarray(lse), np.asarray(exact_lse))
         return
-    # The mode ran (its roundings move the output), and against the reference of its rounded
-    # queries it stays within the bound above; rows without keys 0 / -inf, NaN nowhere. (Other
-    # zeros may differ: a sum of e4m3-grid products can cancel exactly.)
+    _check_fp8_math(out, lse, exact_out, case.q_nope, case.q_pe, ckv, kpe, kw, case.kv_lens, case.block_tables,
+                    scale, causal)
+
+
+def _check_fp8_math(out, lse, exact_out, q_nope, q_pe, ckv, kpe, kw, kv_lens, table, scale, causal):
+    """Where the fp8 mode ran: its roundings moved the output, and against the reference of its
+    rounded queries it stays within _fp8_math_bound; rows without keys 0 / -inf, NaN nowhere.
+    (Other zeros may differ: a sum of e4m3-grid products can cancel exactly.)"""
     assert not np.array_equal(np.asarray(out, np.float32), np.asarray(exact_out, np.float32))
-    qn, qp = _queries_as_fp8_math(case.q_nope, case.q_pe)
-    ref_out, ref_lse = reference.mla_decode(jnp.asarray(qn), jnp.asarray(qp), ckv, kpe, case.kv_lens,
-                                            case.block_tables, scale=scale, causal=causal, **kw)
+    qn, qp = _queries_as_fp8_math(q_nope, q_pe)
+    ref_out, ref_lse = reference.mla_decode(jnp.asarray(qn), jnp.asarray(qp), ckv, kpe, kv_lens, table,
+                                            scale=scale, causal=causal, **kw)
     out, ref_out = np.asarray(out, np.float64), np.asarray(ref_out, np.float64)
     assert not np.isnan(out).any()
     assert np.all(out[np.isneginf(np.asarray(ref_lse))] == 0)
-    bound, eps = _fp8_math_bound(qn, qp, ckv, kw["kv_scale"], case.kv_lens, case.block_tables, scale, causal)
+    bound, eps = _fp8_math_bound(qn, qp, ckv, kw["kv_scale"], kv_lens, table, scale, causal)
     excess = np.abs(out - ref_out) - (bound + 2.0**-8 * np.abs(ref_out) + 1e-6)
     assert excess.max() <= 0, f"beyond the bound by {excess.max():.3g} at {np.unravel_index(excess.argmax(), excess.shape)}"
     # Not a bound, a check of scale: a faithful numpy emulation of these roundings is 1.6e-2 from
@@ -411,6 +416,38 @@ def test_mla_fp8_math(rng, fmt, heads, s_q, page_size, causal, kv_lens, scale):
     np.testing.assert_array_equal(np.isneginf(lse), np.isneginf(ref_lse))
     fin = np.isfinite(ref_lse)
     assert np.all(np.abs(lse[fin] - ref_lse[fin]) <= (eps + 1e-5 * np.abs(ref_lse) + 1e-4)[fin])
+
+
+def test_mla_fp8_math_under_vmap_with_a_plan_and_sinks(rng):
+    """fp8_math through vmap (queries mapped over one cache), a plan and sinks: where the mode runs,
+    each instance keeps test_mla_fp8_math's bound and the sinks rescale it as they rescale any
+    output; elsewhere the results are the exact path's."""
+    heads, page, scale = 128, 64, 0.07
+    case = mla_case(rng, kv_lens=[700, 65], s_q=1, num_heads=heads, page_size=page, dtype=Q_DTYPE, combined=True)
+    ckv, kpe, kw = _mla_caches(case, "fp8 combined")
+    other = mla_case(rng, kv_lens=[700, 65], s_q=1, num_heads=heads, page_size=page, dtype=Q_DTYPE, combined=True)
+    qs_nope, qs_pe = jnp.stack([case.q_nope, other.q_nope]), jnp.stack([case.q_pe, other.q_pe])
+    plan = jaxpaged.mla_decode_plan(case.kv_lens, case.block_tables, num_heads=heads, page_size=page)
+    sinks = jnp.asarray(rng.standard_normal(heads), jnp.float32)
+
+    def mapped(fp8_math, with_sinks):
+        f = lambda qn, qp: jaxpaged.mla_decode(qn, qp, ckv, kpe, case.kv_lens, case.block_tables, scale=scale,  # noqa: E731
+                                               plan=plan, sinks=sinks if with_sinks else None, fp8_math=fp8_math, **kw)
+        return jax.jit(jax.vmap(f))(qs_nope, qs_pe)
+
+    out_s, lse_s = mapped(True, True)
+    if not (WIDE_FP8_MATH and heads > 16):  # a permission only
+        exact_s, exact_lse_s = mapped(False, True)
+        np.testing.assert_array_equal(np.asarray(out_s, np.float32), np.asarray(exact_s, np.float32))
+        np.testing.assert_array_equal(np.asarray(lse_s), np.asarray(exact_lse_s))
+        return
+    out, lse = mapped(True, False)
+    exact_out, _ = mapped(False, False)
+    np.testing.assert_array_equal(np.asarray(lse_s), np.asarray(lse))  # (lse excludes the sink)
+    for i in range(2):
+        _check_fp8_math(out[i], lse[i], exact_out[i], qs_nope[i], qs_pe[i], ckv, kpe, kw, case.kv_lens,
+                        case.block_tables, scale, False)
+        assert_close(out_s[i], _sinks.apply_sinks(out[i], lse[i], sinks), Q_DTYPE)
 
 
 def test_mla_fp8_math_errors_name_the_argument(rng):

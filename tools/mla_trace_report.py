@@ -134,8 +134,9 @@ def wide_report(raw, start_id):
 
 def main(path, wide=None, start_id=63):
     raw = np.fromfile(path, dtype=np.uint64).reshape(2, 3, -1)  # [block][role][record] (trace.cuh)
-    if wide is None:  # the wide kernel's ids are >= 60, the wgmma kernel's 1-54
-        wide = bool(((raw >> np.uint64(48)) >= 60).any())
+    if wide is None:  # the wide kernel's compute marks are 60-80, the wgmma kernel's 1-54 (the
+        ids = raw >> np.uint64(48)  # narrow fp8 kernel shares the TMA ring's 90-95, without them)
+        wide = bool(((ids >= 60) & (ids <= 80)).any())
     if wide:
         wide_report(raw, start_id)
         return

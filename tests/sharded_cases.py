@@ -23,7 +23,7 @@ import numpy as np  # noqa: E402
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
 
 import jaxpaged  # noqa: E402
-from jaxpaged import reference  # noqa: E402
+from jaxpaged import _fp8, reference  # noqa: E402
 
 COLLECTIVES = ("all-gather", "all-reduce", "all-to-all", "collective-permute", "reduce-scatter")
 DTYPE = jnp.bfloat16 if ON_GPU else jnp.float32
@@ -53,7 +53,7 @@ def live_axes(spec, on):
 
 
 def check(name, fn, ref_fn, args, specs, want_out_spec, on, no_collectives=True):
-    args = [a if a is None or a.dtype == jnp.int32 else a.astype(DTYPE) for a in args]
+    args = [a if a is None or a.dtype == jnp.int32 or _fp8.is_fp8(a.dtype) else a.astype(DTYPE) for a in args]
     placed = [None if a is None else (a if s is None else put(a, s, on)) for a, s in zip(args, specs)]
     f = jax.jit(fn)
     hlo = f.lower(*placed).compile().as_text()
@@ -187,6 +187,14 @@ def mla_cases(mesh):
           lambda *a: reference.mla_decode_sparse(*a, scale=0.05, topk_lens=jnp.array([64, 5, 0, 33])),
           (q_nope, q_pe, cache, None, slots),
           [q_spec, q_spec, (None, None, None), None, ("dp", None, None)], ("dp", None, "tp"), mesh)
+    # An fp8 cache with fp8_math: a permission the CPU kernel does not use (it computes exactly), so
+    # the reference's results; the option travels with the sharded call.
+    fp8_cache = _fp8.quantize(cache, 0.01, jnp.float8_e4m3fn)
+    check("mla fp8 cache, fp8_math, sequences on dp, heads on tp",
+          lambda *a: jaxpaged.mla_decode(*a, scale=0.05, causal=True, kv_scale=0.01, fp8_math=True),
+          lambda *a: reference.mla_decode(*a, scale=0.05, causal=True, kv_scale=0.01),
+          (q_nope, q_pe, fp8_cache, None, lens, table),
+          [q_spec, q_spec, (None, None, None), None, ("dp",), ("dp", None)], ("dp", None, "tp"), mesh)
     check("mla split caches, sequences on dp, heads on tp", op, ref,
           (q_nope, q_pe, cache[..., :512], cache[..., 512:], lens, table),
           [q_spec, q_spec, (None, None, None), (None, None, None), ("dp",), ("dp", None)],

@@ -6,13 +6,19 @@
 //
 //   cmake -S . -B build/trace -G Ninja -DJAXPAGED_CUDA=ON -DJAXPAGED_MLA_TRACE_DRIVER=ON -DJAXPAGED_CUDA_ARCHS=90a
 //   ninja -C build/trace jaxpaged_mla_trace
-//   build/trace/jaxpaged_mla_trace trace.bin [heads batch kv_len [pool_pages]] [--cache=bf16|fp8|fp8math]
+//   build/trace/jaxpaged_mla_trace trace.bin [heads batch kv_len [pool_pages]] [--cache=bf16|fp8|fp8math|656]
+//                                   [--topk=N]
 // pool_pages (default: every page its own): the block table names only that many distinct pages
 // (e.g. 128 = 9 MB, resident in L2), so the same shape runs with its tiles served from L2.
 // --cache (anywhere after trace.bin; default bf16): fp8 = a per-tensor float8_e4m3fn cache in the
 // same combined 576-byte rows (the bf16 cache's uniform values quantized at kv_scale 0.02), which the wide fp8 kernel reads
 // (sm90/fp8_wide.cuh: more than 16 query rows, unless JAXPAGED_MLA_FP8_WIDE=0; its marks are ids
-// 60-95), fp8math = the same with MlaDecodeParams::fp8_math (the wide kernel's kF8 mode).
+// 60-95), fp8math = the same with MlaDecodeParams::fp8_math (the wide kernel's kF8 mode), 656 =
+// DeepSeek-V3.2's 656-byte rows (the same e4m3 latent, four float32 group scales of 0.02, a bf16
+// rope) read with ds_dequant="bfloat16" (the wide kernel's kDs). --topk=N (656 only; N <= kv_len):
+// sparse decode instead, each sequence's list N distinct random slots of its kv_len (the bench's
+// sparse configs: kv_len 4096, N 2048), gathered by the loader warpgroup (fp8_ring.cuh's
+// mla_ds_gather_ring, marks 90-95 by its thread 0).
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
@@ -20,6 +26,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <string>
@@ -34,22 +41,25 @@ using jaxpaged_tools::random_bf16;
 
 int main(int argc, char** argv) {
   std::string cache_kind = "bf16";
+  int topk = 0;
   {
     int kept = 1;  // (--cache=... taken out; the positional arguments keep their places)
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
       if (a.rfind("--cache=", 0) == 0) cache_kind = a.substr(8);
+      else if (a.rfind("--topk=", 0) == 0) topk = std::atoi(a.c_str() + 7);
       else argv[kept++] = argv[i];
     }
     argc = kept;
   }
-  const bool fp8 = cache_kind == "fp8" || cache_kind == "fp8math";
-  if (argc < 2 || !(fp8 || cache_kind == "bf16")) {
-    std::fprintf(stderr, "usage: %s OUT.bin [heads batch kv_len [pool_pages]] [--cache=bf16|fp8|fp8math]\n", argv[0]);
+  const bool fp8 = cache_kind == "fp8" || cache_kind == "fp8math", ds = cache_kind == "656";
+  const int heads = argc > 2 ? std::atoi(argv[2]) : 128, B = argc > 3 ? std::atoi(argv[3]) : 64;
+  const int kv_len = argc > 4 ? std::atoi(argv[4]) : 4096, page = 64, row = ds ? 656 : 576;
+  if (argc < 2 || !(fp8 || ds || cache_kind == "bf16") || topk < 0 || (topk > 0 && (!ds || topk > kv_len))) {
+    std::fprintf(stderr, "usage: %s OUT.bin [heads batch kv_len [pool_pages]] [--cache=bf16|fp8|fp8math|656] "
+                 "[--topk=N (656 only, N <= kv_len)]\n", argv[0]);
     return 2;
   }
-  const int heads = argc > 2 ? std::atoi(argv[2]) : 128, B = argc > 3 ? std::atoi(argv[3]) : 64;
-  const int kv_len = argc > 4 ? std::atoi(argv[4]) : 4096, page = 64, row = 576;
   const int pages_per_seq = (kv_len + page - 1) / page, num_pages = B * pages_per_seq;
   std::mt19937 rng(7);
   std::vector<int32_t> table(num_pages);
@@ -60,11 +70,31 @@ int main(int argc, char** argv) {
   const size_t rows = size_t(B) * heads;
   Device<__nv_bfloat16> q_nope(random_bf16(rows * 512, rng)), q_pe(random_bf16(rows * 64, rng));
   const size_t cache_elems = size_t(num_pages) * page * row;
-  Device<__nv_bfloat16> cache(random_bf16(fp8 ? 0 : cache_elems, rng));
-  std::vector<uint8_t> bytes(fp8 ? cache_elems : 0);
+  Device<__nv_bfloat16> cache(random_bf16(fp8 || ds ? 0 : cache_elems, rng));
+  std::vector<uint8_t> bytes(fp8 || ds ? cache_elems : 0);
   std::uniform_real_distribution<float> unit(-1.f, 1.f);
   for (auto& v : bytes) v = __nv_fp8_e4m3(unit(rng) / 0.02f).__x;  // (the bf16 cache's values, at kv_scale 0.02)
+  if (ds) {  // each 656-byte row: its 512 e4m3 bytes as drawn, 4 float32 scales 0.02, a bf16 rope
+    for (size_t r = 0; r < cache_elems / row; ++r) {
+      uint8_t* at = bytes.data() + r * row;
+      const float scale = 0.02f;
+      for (int g = 0; g < 4; ++g) std::memcpy(at + 512 + 4 * g, &scale, 4);
+      for (int j = 0; j < 64; ++j) {
+        const __nv_bfloat16 v = __float2bfloat16(unit(rng));
+        std::memcpy(at + 528 + 2 * j, &v, 2);
+      }
+    }
+  }
   Device<uint8_t> cache8(bytes);
+  // --topk: each sequence's list, topk distinct positions of its context as pool slots
+  std::vector<int32_t> idx(size_t(B) * topk);
+  for (int b = 0; b < B && topk > 0; ++b) {
+    std::vector<int32_t> pos(kv_len);
+    std::iota(pos.begin(), pos.end(), 0);
+    std::shuffle(pos.begin(), pos.end(), rng);
+    for (int j = 0; j < topk; ++j) idx[size_t(b) * topk + j] = table[b * pages_per_seq + pos[j] / page] * page + pos[j] % page;
+  }
+  Device<int32_t> d_idx(idx);
   Device<int32_t> lens(std::vector<int32_t>(B, kv_len)), d_table(table);
   Device<__nv_bfloat16> out(rows * 512);
   Device<float> lse(rows);
@@ -74,8 +104,9 @@ int main(int argc, char** argv) {
   jaxpaged::MlaDecodeParams p{};
   p.q_nope = q_nope.ptr;
   p.q_pe = q_pe.ptr;
-  p.ckv = fp8 ? static_cast<const void*>(cache8.ptr) : cache.ptr;
-  p.kpe = fp8 ? static_cast<const void*>(cache8.ptr + 512) : cache.ptr + 512;  // (combined rows: strides in elements)
+  p.ckv = fp8 || ds ? static_cast<const void*>(cache8.ptr) : cache.ptr;
+  // (combined rows: strides in elements; 656-byte rows: ckv and kpe the same rows)
+  p.kpe = ds ? static_cast<const void*>(cache8.ptr) : (fp8 ? static_cast<const void*>(cache8.ptr + 512) : cache.ptr + 512);
   p.kv_lens = lens.ptr;
   p.block_tables = d_table.ptr;
   p.out = out.ptr;
@@ -95,7 +126,9 @@ int main(int argc, char** argv) {
   p.fp8 = p.kpe_fp8 = fp8;
   p.kv_e5m2 = false;
   p.fp8_math = cache_kind == "fp8math";
-  const int64_t ws_floats = jaxpaged::mla_decode_workspace_bytes(p, -1) / 4;
+  p.ds_rows = p.ds_bf16 = ds;
+  const int64_t ws_floats = jaxpaged::mla_decode_workspace_bytes(
+                                topk > 0 ? jaxpaged::mla_sparse_as_lists(p, nullptr, nullptr, topk) : p, -1) / 4;
   Device<float> ws(static_cast<size_t>(ws_floats));
   cudaEvent_t ev[2];
   cudaEventCreate(&ev[0]);
@@ -105,7 +138,9 @@ int main(int argc, char** argv) {
     cudaMemset(trace.ptr, 0, trace_words * 8);
     p.trace = call == 2 ? trace.ptr : nullptr;
     cudaEventRecord(ev[0]);
-    auto err = jaxpaged::run_mla_decode_gpu(p, jaxpaged::ffi::DataType::BF16, ws.ptr, ws_floats, nullptr);
+    auto err = topk > 0 ? jaxpaged::run_mla_sparse_gpu(p, d_idx.ptr, nullptr, topk, jaxpaged::ffi::DataType::BF16,
+                                                       ws.ptr, ws_floats, nullptr)
+                        : jaxpaged::run_mla_decode_gpu(p, jaxpaged::ffi::DataType::BF16, ws.ptr, ws_floats, nullptr);
     cudaEventRecord(ev[1]);
     const cudaError_t sync = cudaDeviceSynchronize();
     cudaEventElapsedTime(&last_ms, ev[0], ev[1]);
@@ -122,10 +157,11 @@ int main(int argc, char** argv) {
   // Which kernel marked: the wide fp8 kernel's ids are >= 60, the wgmma kernel's 1-54.
   const size_t records = size_t(std::count_if(host.begin(), host.end(), [](uint64_t w) { return w != 0; }));
   const size_t wide = size_t(std::count_if(host.begin(), host.end(), [](uint64_t w) { return (w >> 48) >= 60; }));
-  std::printf("cache %s, heads %d batch %d kv_len %d pool %d pages: traced call %.1f us; %zu records (%s) in %s\n",
-              cache_kind.c_str(), heads, B, kv_len, pool, 1e3 * last_ms, records,
+  std::printf("cache %s%s, heads %d batch %d kv_len %d pool %d pages: traced call %.1f us; %zu records (%s) in %s\n",
+              cache_kind.c_str(), topk > 0 ? (", sparse top-" + std::to_string(topk)).c_str() : "", heads, B, kv_len,
+              pool, 1e3 * last_ms, records,
               wide > 0 ? "the wide fp8 kernel's" : (records > 0 ? "the wgmma kernel's" : "no kernel marked"), argv[1]);
-  if (fp8 && wide == 0) {
+  if ((fp8 || ds) && wide == 0) {
     std::fprintf(stderr, "%s cache: no marks of the wide fp8 kernel (at most 16 query rows run the narrow kernel, "
                  "which has none; or JAXPAGED_MLA_FP8_WIDE=0)\n", cache_kind.c_str());
   }

@@ -38,8 +38,8 @@ WIDE_NAMES = {
     71: "O^T tile 0: full wait passed", 72: "O^T tile 0 issued (its last k-step)", 73: "O^T tile 0 done",
     74: "tile 0's buffer handed back", 75: "O^T tile 1: full wait passed", 76: "O^T tile 1 issued (its last k-step)",
     77: "O^T tile 1 done", 78: "tile 1's buffer handed back", 79: "epilogue start", 80: "sequence stored",
-    90: "loader start", 91: "sequence start", 92: "tile 0: empty wait passed", 93: "tile 0: TMA issued",
-    94: "tile 1: empty wait passed", 95: "tile 1: TMA issued",
+    90: "loader start", 91: "sequence start", 92: "tile 0: empty wait passed", 93: "tile 0: copies issued",
+    94: "tile 1: empty wait passed", 95: "tile 1: copies issued",
 }
 WIDE_SEQ = (60, 61, 62, 79, 80, 90, 91)  # once a block or a sequence: not in the per-pair medians
 

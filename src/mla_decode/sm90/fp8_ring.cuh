@@ -96,7 +96,8 @@ __device__ __forceinline__ void mla_fp8_tma_ring(const MlaDecodeParams& p, int p
 // negative or past the pool (num_pages x page_size slots) is no key: its row is zero-filled (the
 // cache is not read for it) and its byte of kMlaDsKeyMaskAt is 0. full[stage] counts 2 x 128
 // arrivals: each thread's copies landed, and a plain one ordering its mask and sBad stores. Call
-// from all 128 threads (tw = 0..127).
+// from all 128 threads (tw = 0..127). Timeline marks (thread 0's, as mla_fp8_tma_ring's): 90, 91,
+// 92 / 94 a tile's empty wait passed, 93 / 95 thread 0's copies issued.
 template <int kStages>
 __device__ __forceinline__ void mla_ds_gather_ring(const MlaDecodeParams& p, const MlaSchedule& s, int part,
                                                    int first_b, int last_b, int64_t capacity, unsigned char* raw0,
@@ -104,11 +105,14 @@ __device__ __forceinline__ void mla_ds_gather_ring(const MlaDecodeParams& p, con
   const unsigned char* ckv8 = static_cast<const unsigned char*>(p.ckv);
   const int64_t pool = p.num_pages * p.page_size;
   const int row = tw / 2, half = tw % 2;
+  MlaTrace tr(p, 2);
+  tr(90);
   int use = 0;
   for (int b = first_b; b <= last_b; ++b) {
     const int kv_len = mla_kv_len<true>(p, b, capacity);
     const TileSpan tiles = mla_piece_tiles(s, part, b, mla_tiles_of(kv_len));
     const int32_t* table = p.indices + int64_t(b) * p.topk;
+    tr(91);
     // This thread's row's entry of the next tile, read a tile ahead (its latency then overlaps
     // the copies and the slot's wait rather than following them).
     auto entry = [&](int u) -> int32_t {
@@ -121,7 +125,9 @@ __device__ __forceinline__ void mla_ds_gather_ring(const MlaDecodeParams& p, con
       e_next = entry(u + 1);
       const bool ok = mla_entry_ok<true>(p, e, pool);
       const int stage = use % kStages;
+      const int mark = 92 + 2 * ((u - tiles.begin) & 1);
       mbar_wait(&empty[stage], (uint32_t(use / kStages) & 1u) ^ 1u);
+      tr(mark);
       unsigned char* raw = raw0 + stage * kMlaDsRawBytes;
       const unsigned char* src = ckv8 + (ok ? int64_t(e) * p.ckv_slot_stride : 0);
       for (int c = half; c < kMlaDsRowBytes / 16; c += 2) {
@@ -129,6 +135,7 @@ __device__ __forceinline__ void mla_ds_gather_ring(const MlaDecodeParams& p, con
                                     : raw + 4 * kMlaRawBlock + row * kMlaDsTailRow + 16 * (c - 32);
         cp_async_16(dst, src + 16 * c, ok);
       }
+      tr(mark + 1);
       if (half == 0) raw[kMlaDsKeyMaskAt + row] = ok ? 1 : 0;
       if (tw == 0) sBad[stage] = 0;  // (a list has no bad page: such an entry is no key)
       mbar_arrive_on_cp_async(&full[stage]);

@@ -29,7 +29,7 @@ fi
 R=$(pwd)
 if (( 570 - ($(date +%s) - start) > 100 )); then
   (cd /tmp && PYTHONPATH=/tmp/ab_base:$PYTHONPATH timeout $(( 570 - ($(date +%s) - start) )) ncu --set full --import-source yes \
-    -k regex:mla_fp8_wide -c 1 -f -o /tmp/spsrc python3 "$R/bench/profile_one.py" sparse_h128_b64_topk2048 --calls 1 \
+    -k regex:mla_ds_wide_kernel -c 1 -f -o /tmp/spsrc python3 "$R/bench/profile_one.py" sparse_h128_b64_topk2048 --calls 1 \
     > "$OUT/ncu_run.log" 2>&1) || tail -3 "$OUT/ncu_run.log"
   ncu -i /tmp/spsrc.ncu-rep --page source --csv --print-source sass > /tmp/spsrc.csv 2>/dev/null
   python3 tools/ncu_top_lines.py /tmp/spsrc.csv 80 > "$OUT/source_sparse656.txt" 2>&1

@@ -16,16 +16,9 @@ trace_build . /tmp/trace_base "$OUT/trace_build_base.log" &
 trace_build /tmp/src_rows /tmp/trace_rows "$OUT/trace_build_rows.log" &
 wait
 echo "builds: $(( $(date +%s) - start )) s"
-run_trace() {  # NAME BUILD ARGS...
-  local name=$1 dir=$2
-  shift 2
-  timeout 60 "$dir/jaxpaged_mla_trace" /tmp/tr_$name.bin "$@" > "$OUT/trace_$name.txt" 2>&1 || { tail -3 "$OUT/trace_$name.txt"; return; }
-  python3 tools/mla_trace_report.py /tmp/tr_$name.bin >> "$OUT/trace_$name.txt" 2>&1
-  echo "== $name"; head -42 "$OUT/trace_$name.txt" | grep -E "traced call|period|LD next|S\^T tile's full|O\^T tile 1 done" | cut -c1-140
-}
-run_trace base_dram /tmp/trace_base 128 64 4096 --cache=656 --topk=2048
-run_trace base_l2 /tmp/trace_base 128 64 4096 128 --cache=656 --topk=2048
-run_trace rows_dram /tmp/trace_rows 128 64 4096 --cache=656 --topk=2048
-run_trace rows_l2 /tmp/trace_rows 128 64 4096 128 --cache=656 --topk=2048
+TRACE_LINES=42 trace_run base_dram /tmp/trace_base 128 64 4096 --cache=656 --topk=2048
+TRACE_LINES=42 trace_run base_l2 /tmp/trace_base 128 64 4096 128 --cache=656 --topk=2048
+TRACE_LINES=42 trace_run rows_dram /tmp/trace_rows 128 64 4096 --cache=656 --topk=2048
+TRACE_LINES=42 trace_run rows_l2 /tmp/trace_rows 128 64 4096 128 --cache=656 --topk=2048
 cd "$OUT" && tar -czf trace_build_logs.tar.gz trace_build_*.log && rm -f trace_build_*.log
 echo "total $(( $(date +%s) - start )) s"

@@ -18,22 +18,10 @@ patch -d /tmp/src_pf -p1 --quiet < "$P" || { echo "PATCH FAILED"; exit 1; }
 t1=$!
 (nice -n 19 bash -c "source $E/trace_lib.sh; trace_build /tmp/src_pf /tmp/trace_pf /tmp/trace_build_pf.log; echo pf rc \$?" > /tmp/tb_pf.rc 2>&1) &
 t2=$!
-AB_TEST="pf:tests/test_mla_sparse.py -n 8 -x" AB_TEST_LIMIT=150 OUT=$OUT/ab timeout 400 bash bench/ab.sh 2 \
-  base=. "pf=patch:$P" -- --ours-step --only sparse_h128_b64_topk2048 sparse_h64_b64_topk2048 \
-  sparse_h128_sq2_b32_topk2048 sparse_h128_b128_topk2048 > "$OUT/ab_run.log" 2>&1
-grep -E "builds|FAILED|tests of" "$OUT/ab_run.log"
-grep -E "^==|^sparse" "$OUT/ab/ab.log" | cut -c1-150
-echo "timing done $(( $(date +%s) - start )) s"
+sparse_ab_timing pf "$P" 400
 wait $t1 $t2; cat /tmp/tb_base.rc /tmp/tb_pf.rc
-run_trace() {  # NAME BUILD ARGS...
-  local name=$1 dir=$2
-  shift 2
-  timeout 60 "$dir/jaxpaged_mla_trace" /tmp/tr_$name.bin "$@" > "$OUT/trace_$name.txt" 2>&1 || { tail -3 "$OUT/trace_$name.txt"; return; }
-  python3 tools/mla_trace_report.py /tmp/tr_$name.bin >> "$OUT/trace_$name.txt" 2>&1
-  echo "== trace $name"; head -48 "$OUT/trace_$name.txt" | cut -c1-150
-}
-run_trace sparse656_base /tmp/trace_base 128 64 4096 --cache=656 --topk=2048
-run_trace sparse656_pf /tmp/trace_pf 128 64 4096 --cache=656 --topk=2048
-(( 560 - ($(date +%s) - start) > 30 )) && run_trace dense656_base /tmp/trace_base 128 64 4096 --cache=656
+trace_run sparse656_base /tmp/trace_base 128 64 4096 --cache=656 --topk=2048
+trace_run sparse656_pf /tmp/trace_pf 128 64 4096 --cache=656 --topk=2048
+(( 560 - ($(date +%s) - start) > 30 )) && trace_run dense656_base /tmp/trace_base 128 64 4096 --cache=656
 cp /tmp/trace_build_base.log /tmp/trace_build_pf.log "$OUT/ab/" 2>/dev/null
 echo "total $(( $(date +%s) - start )) s"

@@ -48,17 +48,25 @@ variant_tests() {
   echo "tests of $name: rc $? - $(tail -1 "$OUT/tests_$name.log")"
 }
 
-# sparse_ab NAME PATCH: base against the working tree with PATCH (bench/ab.sh): NAME's sparse MLA
-# tests first, 2 rounds of the four FlashMLA-compared sparse configs per call and per layer, then
-# memcheck of NAME's MLA driver cases if 120 s of the call's 585 are left.
-sparse_ab() {
-  local name=$1 patch=$2
-  AB_TEST="$name:tests/test_mla_sparse.py -n 8 -x" AB_TEST_LIMIT=150 OUT=$OUT/ab timeout 430 bash bench/ab.sh 2 \
+# sparse_ab_timing NAME PATCH LIMIT: bench/ab.sh's base against the working tree with PATCH, NAME's
+# test_mla_sparse.py first, then 2 rounds of the four FlashMLA-compared sparse configs per call and
+# per layer, all under LIMIT seconds (logs in $OUT/ab_run.log and $OUT/ab/); its lines printed.
+sparse_ab_timing() {
+  local name=$1 patch=$2 limit=$3
+  AB_TEST="$name:tests/test_mla_sparse.py -n 8 -x" AB_TEST_LIMIT=150 OUT=$OUT/ab timeout "$limit" bash bench/ab.sh 2 \
     base=. "$name=patch:$patch" -- --ours-step --only sparse_h128_b64_topk2048 sparse_h64_b64_topk2048 \
     sparse_h128_sq2_b32_topk2048 sparse_h128_b128_topk2048 > "$OUT/ab_run.log" 2>&1
   grep -E "builds|FAILED|tests of" "$OUT/ab_run.log"
   grep -E "^==|^sparse" "$OUT/ab/ab.log" | cut -c1-150
   echo "timing done $(( $(date +%s) - start )) s"
+}
+
+# sparse_ab NAME PATCH: base against the working tree with PATCH (bench/ab.sh): NAME's sparse MLA
+# tests first, 2 rounds of the four FlashMLA-compared sparse configs per call and per layer, then
+# memcheck of NAME's MLA driver cases if 120 s of the call's 585 are left.
+sparse_ab() {
+  local name=$1 patch=$2
+  sparse_ab_timing "$name" "$patch" 430
   if (( 585 - ($(date +%s) - start) > 120 )); then
     sanitizer_build "$name"
     memcheck_mla "$name"

@@ -4,25 +4,27 @@ wgmma's PTX form lists every accumulator register as its own operand (16 for n32
 which is unreadable by hand; this script is the readable definition. Run it from the repo root.
 """
 
-SS = """// m64n{N}k16, A and B from shared memory (descriptors), A K-major, B {B_MAJOR}. D (+)= A * B.
+SS = """// m64n{N}k16, A and B from shared memory (descriptors), A {A_MAJOR}, B {B_MAJOR}. D (+)= A * B.
 #define JP_WGMMA_M64N{N}K16_SS{MACRO_SUFFIX}(TY)                                            \\
   __device__ __forceinline__ void wgmma_m64n{N}k16_ss{FN_SUFFIX}_##TY(float (&d)[{R}], uint64_t desc_a, \\
                                                           uint64_t desc_b, int accumulate) { \\
     asm volatile("{\\n.reg .pred p;\\nsetp.ne.b32 p, %{P}, 0;\\n"                          \\
                  "wgmma.mma_async.sync.aligned.m64n{N}k16.f32." #TY "." #TY " "           \\
-                 "{{{dregs}}}, %{A}, %{B}, p, 1, 1, 0, {TB};\\n}}\\n"                        \\
+                 "{{{dregs}}}, %{A}, %{B}, p, 1, 1, {TA}, {TB};\\n}}\\n"                        \\
                  : {douts}                                                              \\
                  : "l"(desc_a), "l"(desc_b), "r"(accumulate));                          \\
   }}
 """
 
 
-def ss(n, trans_b):
-    """The SS template for m64n{n}k16; B transposed (MN-major) when trans_b."""
+def ss(n, trans_b, trans_a=False):
+    """The SS template for m64n{n}k16; B (A) transposed (MN-major) when trans_b (trans_a)."""
     r = n // 2  # accumulator registers per thread
-    fields = {"{N}": n, "{R}": r, "{A}": r, "{B}": r + 1, "{P}": r + 2, "{TB}": int(trans_b),
+    fields = {"{N}": n, "{R}": r, "{A}": r, "{B}": r + 1, "{P}": r + 2, "{TB}": int(trans_b), "{TA}": int(trans_a),
+              "{A_MAJOR}": "MN-major (transposed)" if trans_a else "K-major",
               "{B_MAJOR}": "MN-major (transposed)" if trans_b else "K-major",
-              "{MACRO_SUFFIX}": "_TRANSB" if trans_b else "", "{FN_SUFFIX}": "_tb" if trans_b else ""}
+              "{MACRO_SUFFIX}": ("_TRANSA" if trans_a else "") + ("_TRANSB" if trans_b else ""),
+              "{FN_SUFFIX}": ("_ta" if trans_a else "") + ("_tb" if trans_b else "")}
     text = SS
     for key, value in fields.items():
         text = text.replace(key, str(value))
@@ -149,3 +151,5 @@ with open("src/common/sm90/wgmma_ops.inc", "w") as f:
     f.write(f8(RSK, 64))  # the wide fp8 kernel's S^T and O^T products, A converted in registers
     f.write("\n\n")
     f.write(f8(RS8AB, 64))  # the wide fp8 kernel's fp8-math O^T, A the cache's bytes
+    f.write("\n\n")
+    f.write(ss(64, trans_b=False, trans_a=True))  # O^T = V^T P^T with V^T from a bf16 tile (NOTES item 65 f)

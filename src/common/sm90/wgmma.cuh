@@ -106,6 +106,7 @@ JP_WGMMA_M64N64K32_SS_F8AB(e4m3, e4m3)  // the wide fp8 kernel's fp8-math S^T (A
 JP_WGMMA_M64N64K32_SS_F8AB(e5m2, e4m3)
 JP_WGMMA_M64N64K32_RS_F8AB(e4m3, e4m3)  // and its O^T (A the cache's bytes, B the e4m3 probabilities)
 JP_WGMMA_M64N64K32_RS_F8AB(e5m2, e4m3)
+JP_WGMMA_M64N64K16_SS_TRANSA(bf16)  // (tools/wgmma_transa_probe.cu: V^T from a bf16 tile, NOTES item 65 f)
 
 // (ldmatrix x4 and x4 .trans: common/sm80/mma.cuh's ldmatrix_x4 / ldmatrix_x4_trans.)
 // stmatrix x4 (sm_90): four 8 x 8 b16 matrices from registers a..d (one fragment each), and the

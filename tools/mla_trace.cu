@@ -162,8 +162,9 @@ int main(int argc, char** argv) {
               pool, 1e3 * last_ms, records,
               wide > 0 ? "the wide fp8 kernel's" : (records > 0 ? "the wgmma kernel's" : "no kernel marked"), argv[1]);
   if ((fp8 || ds) && wide == 0) {
-    std::fprintf(stderr, "%s cache: no marks of the wide fp8 kernel (at most 16 query rows run the narrow kernel, "
-                 "which has none; or JAXPAGED_MLA_FP8_WIDE=0)\n", cache_kind.c_str());
+    std::fprintf(stderr, "%s cache: no marks of the wide kernel (%s)\n", cache_kind.c_str(),
+                 ds ? "JAXPAGED_MLA_DS_WIDE=0?"
+                    : "at most 16 query rows run the narrow kernel, which has none; or JAXPAGED_MLA_FP8_WIDE=0");
   }
   return 0;
 }

@@ -15,12 +15,9 @@ SOURCE=1 bash bench/experiments/run_2026-11-27_fp8math_ncu.sh
 wait $tpid; cat /tmp/trace_build.rc
 cd "$REPO0"
 s0=$(date +%s)
+source bench/experiments/trace_lib.sh
 for cache in fp8math fp8; do
-  echo "== trace $cache"
-  timeout 90 /tmp/trace/jaxpaged_mla_trace /tmp/trace_$cache.bin 128 64 4096 --cache=$cache \
-    > "$OUT/trace_$cache.txt" 2>&1 || { tail -5 "$OUT/trace_$cache.txt"; continue; }
-  python3 tools/mla_trace_report.py /tmp/trace_$cache.bin >> "$OUT/trace_$cache.txt" 2>&1
-  head -60 "$OUT/trace_$cache.txt" | cut -c1-150
+  TRACE_LIMIT=90 TRACE_LINES=60 trace_run $cache /tmp/trace 128 64 4096 --cache=$cache
 done
 echo "traces: $(( $(date +%s) - s0 )) s"
 source bench/experiments/run_lib.sh

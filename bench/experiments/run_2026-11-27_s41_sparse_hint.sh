@@ -22,10 +22,8 @@ grep -E "builds|FAILED|tests of" "$OUT/ab_run.log"
 grep -E "^==|^sparse" "$OUT/ab/ab.log" | cut -c1-130
 echo "timing done $(( $(date +%s) - start )) s"
 wait $tb; cat /tmp/tb.rc
-if timeout 60 /tmp/trace_h256/jaxpaged_mla_trace /tmp/tr.bin 128 64 4096 --cache=656 --topk=2048 > "$OUT/trace_sparse656_h256.txt" 2>&1; then
-  python3 tools/mla_trace_report.py /tmp/tr.bin >> "$OUT/trace_sparse656_h256.txt" 2>&1
-  head -40 "$OUT/trace_sparse656_h256.txt" | cut -c1-140
-fi
+source $E/trace_lib.sh
+TRACE_LINES=40 trace_run sparse656_h256 /tmp/trace_h256 128 64 4096 --cache=656 --topk=2048
 R=$(pwd)
 if (( 570 - ($(date +%s) - start) > 100 )); then
   (cd /tmp && PYTHONPATH=/tmp/ab_base:$PYTHONPATH timeout $(( 570 - ($(date +%s) - start) )) ncu --set full --import-source yes \

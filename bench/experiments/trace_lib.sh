@@ -35,12 +35,12 @@ trace_variants() {
 }
 
 # trace_run NAME BUILD_DIR ARGS...: one traced call of that build's probe (ARGS as
-# tools/mla_trace.cu takes them after the records' path), its report in $OUT/trace_NAME.txt and
-# the report's first lines printed (TRACE_LINES, default 48).
+# tools/mla_trace.cu takes them after the records' path; under TRACE_LIMIT seconds, default 60),
+# its report in $OUT/trace_NAME.txt and the report's first lines printed (TRACE_LINES, default 48).
 trace_run() {
   local name=$1 dir=$2
   shift 2
-  timeout 60 "$dir/jaxpaged_mla_trace" /tmp/tr_$name.bin "$@" > "$OUT/trace_$name.txt" 2>&1 || { tail -3 "$OUT/trace_$name.txt"; return; }
+  timeout "${TRACE_LIMIT:-60}" "$dir/jaxpaged_mla_trace" /tmp/tr_$name.bin "$@" > "$OUT/trace_$name.txt" 2>&1 || { tail -3 "$OUT/trace_$name.txt"; return; }
   python3 "$TRACE_REPO/tools/mla_trace_report.py" /tmp/tr_$name.bin >> "$OUT/trace_$name.txt" 2>&1
   echo "== trace $name"; head -"${TRACE_LINES:-48}" "$OUT/trace_$name.txt" | cut -c1-150
 }

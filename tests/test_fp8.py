@@ -189,6 +189,51 @@ def test_mla_656_bf16_huge_latents_stay_finite(rng):
     np.testing.assert_allclose(np.asarray(lse), np.asarray(ref_lse), rtol=1e-4)
 
 
+def test_mla_656_bf16_nan_bytes_extreme_scales_and_subnormals(rng):
+    """656-byte rows read with bf16 dequantization by 32 query rows in pages of 64 (on Hopper: the
+    wide kernel) against the reference, NaN pattern included. Each sequence holds one hard case:
+    0: a key with e4m3 NaN bytes (0x7F, 0xFF) in its latent; 1: a key whose group 1 scale is 2^120
+    over subnormal bytes (values near 2^111, finite); 2: a key with a NaN group scale; 3: one key
+    whose whole latent is subnormal e4m3 bytes of both signs at scale 2^9 (the output is its values,
+    +-1..7: a flushed subnormal shows as 0); 4: a key with an infinite group scale. (A fast decode
+    of the rows must leave the first, second, third and fifth to an exact path: NOTES item 67.)"""
+    case = mla_case(rng, kv_lens=[70, 130, 5, 1, 40], s_q=1, num_heads=32, page_size=64, dtype=Q_DTYPE,
+                    combined=True)
+    rows, _, kw = _mla_caches(case, "656 bf16")
+    raw = np.asarray(rows).copy()
+    table = np.asarray(case.block_tables)
+
+    def key(b, t):  # (page, slot) of sequence b's key t
+        return table[b, t // 64], t % 64
+
+    def set_scale(b, t, group, value):
+        raw[key(b, t) + (slice(512 + 4 * group, 516 + 4 * group),)] = np.frombuffer(np.float32(value).tobytes(), np.uint8)
+
+    raw[key(0, 10) + (5,)], raw[key(0, 10) + (300,)] = 0x7F, 0xFF
+    raw[key(1, 20) + (slice(128, 256),)] = (np.arange(128) % 7 + 1) | ((np.arange(128) % 2) << 7)
+    set_scale(1, 20, 1, 2.0**120)
+    set_scale(2, 1, 0, np.nan)
+    raw[key(3, 0) + (slice(0, 512),)] = (np.arange(512) % 7 + 1) | ((np.arange(512) // 7 % 2) << 7)
+    for g in range(4):
+        set_scale(3, 0, g, 2.0**9)
+    set_scale(4, 7, 2, np.inf)
+    rows = jnp.asarray(raw)
+    args = (case.q_nope, case.q_pe, rows, None, case.kv_lens, case.block_tables)
+    out, lse = jax.jit(functools.partial(jaxpaged.mla_decode, scale=0.07, **kw))(*args)
+    ref_out, ref_lse = reference.mla_decode(*args, scale=0.07, **kw)
+    for b in (0, 2, 3, 4):
+        assert_close(out[b], ref_out[b], Q_DTYPE)
+        assert_close(lse[b], ref_lse[b], Q_DTYPE, "lse")
+    assert np.all(np.isnan(np.asarray(ref_out[0], np.float32))) and np.all(np.isnan(np.asarray(ref_out[2], np.float32)))
+    values = (np.arange(512) % 7 + 1) * np.where(np.arange(512) // 7 % 2, -1.0, 1.0)
+    np.testing.assert_array_equal(np.asarray(out[3], np.float32), np.broadcast_to(values, out[3].shape))
+    # Sequence 1: in the heads whose score of the huge key is positive, outputs near 2^113 and lse
+    # near 2^112 (the suite's relative tolerance covers the outputs; lse relative to its size).
+    assert_close(out[1], ref_out[1], Q_DTYPE)
+    assert np.max(np.abs(np.asarray(ref_out[1], np.float32))) > 2.0**100
+    np.testing.assert_allclose(np.asarray(lse[1]), np.asarray(ref_lse[1]), rtol=1e-4, atol=2e-3)
+
+
 @pytest.mark.parametrize("fmt", ["bf16", "fp8 combined", "fp8 combined e5m2"])
 @pytest.mark.parametrize("heads", [4, 32])
 def test_mla_row_without_keys_is_zero_beside_nan_values(rng, fmt, heads):

@@ -15,7 +15,7 @@ CONFIGS="sparse_h128_b64_topk2048 sparse_h64_b64_topk2048 sparse_h16_b64_topk204
 if [[ ${PART:-1} == 1 ]]; then
   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -o /tmp/convert_rate_probe tools/convert_rate_probe.cu \
     > "$OUT/convert_rate_build.log" 2>&1 && /tmp/convert_rate_probe | tee "$OUT/convert_rate.txt"
-  AB_TEST="int:tests/test_mla_sparse.py tests/test_fp8.py tests/test_adversarial.py -k '656 or sparse or ds' -n 8 -x" \
+  AB_TEST="int:tests/test_mla_sparse.py tests/test_fp8.py tests/test_adversarial.py tests/test_decode_loop.py -k '656 or sparse or ds or adversarial' -n 8 -x" \
     AB_TEST_LIMIT=300 OUT=$OUT/ab timeout 560 bash bench/ab.sh 0 base=. "int=patch:$P" > "$OUT/ab_build.log" 2>&1
   grep -E "builds|FAILED|tests of|^(FAILED|ERROR)" "$OUT/ab_build.log"
 else

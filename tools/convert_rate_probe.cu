@@ -116,8 +116,8 @@ __global__ void __launch_bounds__(384, 1) convert_rate(const uint4* seed, float 
     }
 #pragma unroll
     for (int q = 0; q < 8; ++q) acc ^= o[q];
-    v.x += 0x01010101u;  // (the next chunk: every byte moves)
-    v.y ^= acc;
+    v.x += 0x01010101u;  // (the next chunk: every byte moves, none from the results - a chain
+    v.y += 0x03050709u;  // through acc would time the conversion's latency, not its rate)
     v.z += 0x00010001u;
     v.w ^= v.x;
   }

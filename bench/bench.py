@@ -74,7 +74,7 @@ class Mla:
     varlen: tuple[int, int] | None = None
     cache: str = "bf16"  # "fp8": e4m3 combined with kv_scale; "656": DeepSeek-V3.2's rows
     topk: int = 0  # > 0: sparse decode (mla_decode_sparse) over topk distinct tokens of each row's context
-    ds_dequant: str = "bfloat16"  # 656-byte rows: "bfloat16" (FlashMLA's reading; the wgmma kernel) or "float32"
+    ds_dequant: str = "bfloat16"  # 656-byte rows: "bfloat16" (FlashMLA's reading), "float16" or "float32"
     fp8_math: bool = False  # fp8 caches: mla_decode(..., fp8_math=True) (FlashMLA's fp8 arithmetic)
 
 
@@ -112,6 +112,8 @@ CONFIGS = [
     Mla("mla_656_h128_b64_ctx4k", cache="656"),
     Mla("mla_656_h16_b128_ctx4k", cache="656", heads=16, batch=128),
     Mla("mla_656exact_h128_b64_ctx4k", cache="656", ds_dequant="float32"),  # (exact: the portable kernel)
+    Mla("mla_656f16_h128_b64_ctx4k", cache="656", ds_dequant="float16"),
+    Mla("mla_656f16_h16_b128_ctx4k", cache="656", heads=16, batch=128, ds_dequant="float16"),
     Mla("sparse_h128_b64_topk2048", cache="656", topk=2048),
     Mla("sparse_h128_b128_topk2048", cache="656", batch=128, topk=2048),
     Mla("sparse_h64_b64_topk2048", cache="656", heads=64, topk=2048),
@@ -120,6 +122,10 @@ CONFIGS = [
     Mla("sparse_h128_b64_topk2048_bf16", topk=2048),
     Mla("sparse_h128_b64_topk2048_page1", cache="656", page=1, topk=2048),
     Mla("sparse_h128_b64_topk2048_exact", cache="656", topk=2048, ds_dequant="float32"),
+    Mla("sparse_f16_h128_b64_topk2048", cache="656", topk=2048, ds_dequant="float16"),
+    Mla("sparse_f16_h128_b128_topk2048", cache="656", batch=128, topk=2048, ds_dequant="float16"),
+    Mla("sparse_f16_h64_b64_topk2048", cache="656", heads=64, topk=2048, ds_dequant="float16"),
+    Mla("sparse_f16_h16_b64_topk2048", cache="656", heads=16, topk=2048, ds_dequant="float16"),
 ]
 
 

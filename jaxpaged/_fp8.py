@@ -60,15 +60,33 @@ def round_to_bf16(x):
     return jnp.where(jnp.isnan(x), x, jax.lax.bitcast_convert_type(rounded, jnp.float32))
 
 
+def round_to_f16(x):
+    """float32 x rounded to the nearest float16 value (ties to even; subnormals kept, magnitudes past
+    65504 to infinity, NaN stays NaN), as float32. In float32 arithmetic that is exact (a multiple of
+    the value's float16 quantum, by jnp.round's ties-to-even) rather than a convert pair that XLA
+    may drop (see round_to_bf16)."""
+    x = jnp.asarray(x, jnp.float32)
+    _, e = jnp.frexp(x)  # |x| in [2^(e-1), 2^e)
+    quantum = jnp.ldexp(jnp.ones_like(x), jnp.maximum(e - 1, -14) - 10)  # 2^-24 below 2^-14 (exact)
+    r = jnp.round(x / quantum) * quantum
+    r = jnp.where(jnp.abs(r) > 65504.0, jnp.copysign(jnp.inf, x), r)
+    return jnp.where(jnp.isfinite(x), r, x)
+
+
 def unpack_ds_rows(rows, dequant="float32"):
     """uint8 [..., 656] rows as (latent [..., 512], rope [..., 64]) float32: a latent value is its
     e4m3 value times its group's scale in float32, with dequant="bfloat16" then rounded to
-    bfloat16 (to nearest even)."""
+    bfloat16 (to nearest even); with dequant="float16" the scale is rounded to float16 first and
+    the product then (each to nearest even, subnormals kept, past 65504 infinite)."""
     lead = rows.shape[:-1]
     values = jax.lax.bitcast_convert_type(rows[..., :_DS_LATENT], jnp.float8_e4m3fn)
     scales = jax.lax.bitcast_convert_type(
         rows[..., _DS_LATENT:_DS_LATENT + _DS_SCALES].reshape(lead + (4, 4)), jnp.float32)
+    if dequant == "float16":  # (the float32 product of an e4m3 value and a float16 scale is exact)
+        scales = round_to_f16(scales)
     latent = (values.astype(jnp.float32).reshape(lead + (4, DS_GROUP)) * scales[..., None]).reshape(lead + (512,))
+    if dequant == "float16":
+        latent = round_to_f16(latent)
     if dequant == "bfloat16":
         latent = round_to_bf16(latent)
     rope = jax.lax.bitcast_convert_type(

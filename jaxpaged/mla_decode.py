@@ -18,7 +18,8 @@ ROPE_DIM = 64     # rotary part of the key
 
 
 OPTION_WORDS = 2  # traced options: scale, kv_scale (float32 bits)
-DS_DEQUANT = ("float32", "bfloat16")  # how 656-byte rows are read (reference._mla_tokens)
+DS_DEQUANT = ("float32", "bfloat16", "float16")  # how 656-byte rows are read (reference._mla_tokens);
+# the kernels' ds_read attribute is the index
 
 
 def check_queries_and_caches(q_nope, q_pe, ckv_cache, kpe_cache):
@@ -63,7 +64,7 @@ class _MlaDecode(_spec.OpSpec):
     """Operands: q_nope, q_pe, ckv_cache, kpe_cache (ckv_cache again for the combined layout),
     kv_lens, block_tables, options (int32 [2] when an option is traced, read by the kernels from
     the device; else [0]), plan (a schedule from mla_decode_plan, else int32 [0]). Params: scale,
-    kv_scale (ignored when options has words), ds_bf16 (656-byte rows: bf16 dequantization), fp8_math
+    kv_scale (ignored when options has words), ds_read (656-byte rows: DS_DEQUANT's index), fp8_math
     (fp8 caches: the products may run in fp8), causal, plan_rows / plan_capacity (what the plan was
     made for; 0 without one: the GPU handler uses a plan only for a call of that size).
     Results: out, lse. Caches: q's dtype; fp8 (combined, or the latent with a 16-bit rope cache),
@@ -72,7 +73,7 @@ class _MlaDecode(_spec.OpSpec):
     name = "mla_decode"
 
     def abstract_eval(self, q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, options, plan, *, scale,
-                      kv_scale, ds_bf16, fp8_math, causal, plan_rows, plan_capacity):
+                      kv_scale, ds_read, fp8_math, causal, plan_rows, plan_capacity):
         batch, s_q, num_heads, _, page_size = check_queries_and_caches(q_nope, q_pe, ckv_cache, kpe_cache)
         _checks.check_int32("kv_lens", kv_lens, (batch,), "[B]")
         if block_tables.ndim != 2:
@@ -90,7 +91,7 @@ class _MlaDecode(_spec.OpSpec):
         batch, s_q, num_heads, _ = q_nope.shape
         return _extension.mla_decode_workspace_bytes(
             batch=batch, s_q=s_q, num_heads=num_heads, max_pages=block_tables.shape[1],
-            page_size=ckv_cache.shape[1], device=device, ds_bf16=bool(params["ds_bf16"]),
+            page_size=ckv_cache.shape[1], device=device, ds_read=int(params["ds_read"]),
             **cache_dtypes(q_nope, ckv_cache, kpe_cache))
 
     def batch(self, args, dims, **params):
@@ -243,8 +244,13 @@ def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, sca
       plan: None, or mla_decode_plan(kv_lens, block_tables, ...) made for these kv_lens (once per
         serving step for all layers); the results are the same either way.
       ds_dequant: how 656-byte rows are read: "float32" (each e4m3 value times its group's scale,
-        exactly) or "bfloat16" (that product rounded to bfloat16 first, as FlashMLA's kernels read
-        the format; not with float16 queries; with bfloat16 queries the fast path on Hopper GPUs).
+        exactly), "bfloat16" (that product rounded to bfloat16 first, as FlashMLA's kernels read
+        the format; not with float16 queries) or "float16" (the scale rounded to float16, then the
+        product: within 2^-10 of its size of the exact value where the scale is at least 2^-14 and
+        the value at most 65504; smaller scales lose bits as float16 subnormals, larger values
+        read as +-inf). With bfloat16 queries the last two run fast on Hopper GPUs, "float16"
+        fastest (float16 tensor cores: one multiply per two values where "bfloat16" takes six
+        instructions).
       fp8_math: fp8 caches (float8_e4m3fn / e5m2) only: allow the kernels to compute in fp8, as
         FlashMLA's fp8 decode does - each query row rounded to e4m3 at a power-of-two scale (its
         largest |value| into (224, 448], for rows whose largest |value| is above 2^-118) and the
@@ -302,8 +308,8 @@ def sequences_and_heads_plan(q_shape, rest):
 def prepare(q_nope, ckv_cache, kpe_cache, scale, kv_scale, sinks, op: str, ds_dequant="float32"):
     """The arguments dense and sparse MLA decode share, checked and as their primitives take them:
     (kpe_cache - ckv_cache again for a combined or 656-byte cache -, options operand,
-    {scale, kv_scale, ds_bf16} attributes, sinks)."""
-    ds_bf16 = check_ds_dequant(ds_dequant, q_nope, ckv_cache)
+    {scale, kv_scale, ds_read} attributes, sinks)."""
+    ds_read = check_ds_dequant(ds_dequant, q_nope, ckv_cache)
     if scale is None:
         raise ValueError(f"scale is required for {op} (e.g. 1/sqrt(128 + 64) for DeepSeek-V3)")
     traced = _checks.any_traced(scale, kv_scale)
@@ -323,20 +329,20 @@ def prepare(q_nope, ckv_cache, kpe_cache, scale, kv_scale, sinks, op: str, ds_de
     if sinks is not None:
         sinks = _sinks.check_sinks(sinks, jnp.shape(q_nope)[2] if jnp.ndim(q_nope) == 4 else -1)
     if traced:  # the attributes are then unused
-        return kpe_cache, _checks.option_words(scale, kv_scale), dict(scale=0.0, kv_scale=0.0, ds_bf16=ds_bf16), sinks
-    return (kpe_cache, jnp.zeros(_checks.EMPTY_OPERAND, jnp.int32), dict(scale=scale, kv_scale=kv_scale, ds_bf16=ds_bf16),
+        return kpe_cache, _checks.option_words(scale, kv_scale), dict(scale=0.0, kv_scale=0.0, ds_read=ds_read), sinks
+    return (kpe_cache, jnp.zeros(_checks.EMPTY_OPERAND, jnp.int32), dict(scale=scale, kv_scale=kv_scale, ds_read=ds_read),
             sinks)
 
 
 def check_ds_dequant(ds_dequant, q_nope, ckv_cache) -> int:
-    """ds_dequant checked against the call; returns the ds_bf16 attribute (0 or 1)."""
+    """ds_dequant checked against the call; returns the ds_read attribute (its index in DS_DEQUANT)."""
     if not isinstance(ds_dequant, str) or ds_dequant not in DS_DEQUANT:
         raise ValueError(f"ds_dequant must be one of {DS_DEQUANT}; got {ds_dequant!r}")
     if ds_dequant == "float32":
         return 0
     if jnp.result_type(ckv_cache) != jnp.uint8:
-        raise ValueError(f"ds_dequant='bfloat16' applies to DeepSeek-V3.2's uint8 [.., 656] rows only; "
+        raise ValueError(f"ds_dequant={ds_dequant!r} applies to DeepSeek-V3.2's uint8 [.., 656] rows only; "
                          f"ckv_cache is {jnp.result_type(ckv_cache)}")
-    if jnp.result_type(q_nope) == jnp.float16:  # (the kernels would hold bf16 values in float16)
+    if ds_dequant == "bfloat16" and jnp.result_type(q_nope) == jnp.float16:  # (bf16 values in float16)
         raise ValueError("ds_dequant='bfloat16' needs bfloat16 (or float32) queries; q_nope is float16")
-    return 1
+    return DS_DEQUANT.index(ds_dequant)

@@ -17,12 +17,12 @@ from jaxpaged.mla_decode import (OPTION_WORDS, cache_dtypes, check_queries_and_c
 class _MlaDecodeSparse(_spec.OpSpec):
     """Operands: q_nope, q_pe, ckv_cache, kpe_cache (ckv_cache again for a combined or 656-byte
     cache), indices [B, s_q, topk], topk_lens ([B], or [0]: every index counts), options (as
-    mla_decode's). Params: scale, kv_scale, ds_bf16 (as mla_decode's). Results: out, lse."""
+    mla_decode's). Params: scale, kv_scale, ds_read (as mla_decode's). Results: out, lse."""
 
     name = "mla_decode_sparse"
 
     def abstract_eval(self, q_nope, q_pe, ckv_cache, kpe_cache, indices, topk_lens, options, *, scale, kv_scale,
-                      ds_bf16):
+                      ds_read):
         batch, s_q, num_heads, num_pages, page_size = check_queries_and_caches(q_nope, q_pe, ckv_cache, kpe_cache)
         if indices.ndim != 3:
             raise ValueError(f"indices must have shape [B, s_q, topk]; got shape {indices.shape}")
@@ -41,7 +41,7 @@ class _MlaDecodeSparse(_spec.OpSpec):
         batch, s_q, num_heads, _ = q_nope.shape
         return _extension.mla_decode_sparse_workspace_bytes(
             batch=batch, s_q=s_q, num_heads=num_heads, topk=indices.shape[2], page_size=ckv_cache.shape[1],
-            device=device, ds_bf16=bool(params["ds_bf16"]), **cache_dtypes(q_nope, ckv_cache, kpe_cache))
+            device=device, ds_read=int(params["ds_read"]), **cache_dtypes(q_nope, ckv_cache, kpe_cache))
 
     def batch(self, args, dims, **params):
         """vmap folds the mapped axis into the batch axis. With mapped caches, instance i's token
@@ -91,7 +91,7 @@ def mla_decode_sparse(q_nope, q_pe, ckv_cache, kpe_cache, indices, *, scale, top
         it appears.
       scale: score scale (required). topk_lens: int [B] or None: only the first topk_lens[b]
         indices of batch row b count (clamped to [0, topk]). kv_scale, sinks, ds_dequant: as
-        mla_decode (ds_dequant="bfloat16" is the fast path for 656-byte rows on Hopper GPUs).
+        mla_decode (ds_dequant="float16" or "bfloat16": the fast paths for 656-byte rows on Hopper GPUs).
 
     Returns:
       (out [B, s_q, Hq, 512] in q's dtype, lse [B, s_q, Hq] float32); a row with no key: out 0,

@@ -159,7 +159,8 @@ def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, sca
     * sinks [Hq]: as in paged_attention (a denominator term exp(sinks[h]); lse excludes it).
     * Quantized caches are read as float32 first: fp8 parts as value * kv_scale (default 1.0);
       DeepSeek-V3.2's uint8 [.., 656] rows as _fp8.unpack_ds_rows says: value x group scale in
-      float32, or with ds_dequant="bfloat16" that product rounded to bfloat16.
+      float32, or with ds_dequant="bfloat16" that product rounded to bfloat16, or with "float16" the
+      scale rounded to float16 and then the product (_fp8.unpack_ds_rows).
     """
     B, s_q, H, DL = q_nope.shape
     tokens = functools.partial(_mla_tokens, ckv_cache, kpe_cache, kv_scale, ds_dequant)

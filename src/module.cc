@@ -55,16 +55,18 @@ int64_t paged_attention_workspace(int64_t num_tokens, int64_t num_q_heads, int64
 
 // The shapes and formats of an MLA call (MlaDecodeParams, pointers null) from the arrays' shapes
 // and dtype names (numpy's: "bfloat16", "float8_e4m3fn", "uint8", ...; an empty cache dtype:
-// q's, an empty kpe dtype: the ckv cache's); ds_bf16: 656-byte rows with bf16 dequantization.
+// q's, an empty kpe dtype: the ckv cache's); ds_read: how 656-byte rows are read (0 float32, 1
+// bfloat16, 2 float16: the attribute of the same name).
 jaxpaged::MlaDecodeParams mla_shapes(int64_t batch, int64_t s_q, int64_t num_heads, int64_t page_size,
                                      const std::string& q, const std::string& ckv, const std::string& kpe,
-                                     bool ds_bf16) {
+                                     int ds_read) {
   const std::string c = ckv.empty() ? q : ckv, k = kpe.empty() ? c : kpe;
   auto fp8 = [](const std::string& d) { return d.rfind("float8", 0) == 0; };
   jaxpaged::MlaDecodeParams p{};
   p.q_bf16 = q == "bfloat16";
   p.ds_rows = c == "uint8";
-  p.ds_bf16 = ds_bf16;
+  p.ds_bf16 = ds_read == 1;
+  p.ds_f16 = ds_read == 2;
   p.fp8 = fp8(c);
   p.kv_e5m2 = c == "float8_e5m2";
   p.kpe_fp8 = p.fp8 && fp8(k);
@@ -86,17 +88,17 @@ int64_t mla_workspace_of(const jaxpaged::MlaDecodeParams& p, int device) {
 
 int64_t mla_decode_workspace(int64_t batch, int64_t s_q, int64_t num_heads, int64_t max_pages, int64_t page_size,
                              int device, const std::string& q_dtype, const std::string& ckv_dtype,
-                             const std::string& kpe_dtype, bool ds_bf16) {
-  jaxpaged::MlaDecodeParams p = mla_shapes(batch, s_q, num_heads, page_size, q_dtype, ckv_dtype, kpe_dtype, ds_bf16);
+                             const std::string& kpe_dtype, int ds_read) {
+  jaxpaged::MlaDecodeParams p = mla_shapes(batch, s_q, num_heads, page_size, q_dtype, ckv_dtype, kpe_dtype, ds_read);
   p.max_pages = max_pages;
   return mla_workspace_of(p, device);
 }
 
 int64_t mla_decode_sparse_workspace(int64_t batch, int64_t s_q, int64_t num_heads, int64_t topk, int64_t page_size,
                                     int device, const std::string& q_dtype, const std::string& ckv_dtype,
-                                    const std::string& kpe_dtype, bool ds_bf16) {
+                                    const std::string& kpe_dtype, int ds_read) {
   const jaxpaged::MlaDecodeParams p =
-      mla_shapes(batch, s_q, num_heads, page_size, q_dtype, ckv_dtype, kpe_dtype, ds_bf16);
+      mla_shapes(batch, s_q, num_heads, page_size, q_dtype, ckv_dtype, kpe_dtype, ds_read);
   return mla_workspace_of(jaxpaged::mla_sparse_as_lists(p, nullptr, nullptr, topk), device);
 }
 
@@ -147,11 +149,11 @@ NB_MODULE(_jaxpaged, m) {
   m.def("mla_decode_workspace_bytes", &mla_decode_workspace, nb::arg("batch"), nb::arg("s_q"),
         nb::arg("num_heads"), nb::arg("max_pages"), nb::arg("page_size"), nb::arg("device"),
         nb::arg("q_dtype") = "bfloat16", nb::arg("ckv_dtype") = "", nb::arg("kpe_dtype") = "",
-        nb::arg("ds_bf16") = false);
+        nb::arg("ds_read") = 0);
   // Words of a plan (jaxpaged.mla_decode_plan) for a batch of `batch` sequences, any device.
   m.def("mla_decode_plan_ints", &jaxpaged::mla_plan_ints, nb::arg("batch"));
   m.def("mla_decode_sparse_workspace_bytes", &mla_decode_sparse_workspace, nb::arg("batch"), nb::arg("s_q"),
         nb::arg("num_heads"), nb::arg("topk"), nb::arg("page_size"), nb::arg("device"),
         nb::arg("q_dtype") = "bfloat16", nb::arg("ckv_dtype") = "", nb::arg("kpe_dtype") = "",
-        nb::arg("ds_bf16") = false);
+        nb::arg("ds_read") = 0);
 }

@@ -146,8 +146,9 @@ def quantized_mla(rng, ckv, kpe):
     kind = rng.integers(4)
     if kind == 1:  # fp8 combined (or fp8 latent + 16-bit rope)
         return _fp8.quantize(ckv, 0.02, jnp.float8_e4m3fn), kpe, dict(kv_scale=0.02)
-    if kind >= 2 and kpe is None:  # DeepSeek-V3.2's 656-byte rows, read exactly or with bf16 dequantization
-        return _fp8.pack_ds_rows(ckv[..., :512], ckv[..., 512:]), None, dict(ds_dequant="bfloat16") if kind == 3 else {}
+    if kind >= 2 and kpe is None:  # DeepSeek-V3.2's 656-byte rows, read exactly or with bf16 / f16 dequantization
+        read = dict(ds_dequant=["bfloat16", "float16"][rng.integers(2)]) if kind == 3 else {}
+        return _fp8.pack_ds_rows(ckv[..., :512], ckv[..., 512:]), None, read
     return ckv, kpe, {}
 
 

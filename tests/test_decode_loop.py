@@ -195,7 +195,8 @@ def _mla_dense(w, tokens, ds_rows, written):
 
 
 # ds_rows: None (a bf16 combined cache) or 656-byte rows read with that ds_dequant.
-@pytest.mark.parametrize("ds_rows, use_plan", [(None, False), (None, True), ("float32", True), ("bfloat16", False)])
+@pytest.mark.parametrize("ds_rows, use_plan", [(None, False), (None, True), ("float32", True), ("bfloat16", False),
+                                               ("float16", True)])
 def test_mla_decode_loop_matches_dense_model(rng, ds_rows, use_plan):
     w = _mla_model(rng)
     tokens = [t[:PROMPTS[1] + STEPS] for t in _tokens(rng)]  # equal lengths: one s_q per call

@@ -105,8 +105,9 @@ def test_paged_fp8_vmap_over_caches(rng):
 def _mla_caches(case, fmt):
     """The case's bf16 combined cache in another format: (ckv_cache, kpe_cache, kwargs)."""
     latent, rope = case.ckv_cache[..., :512], case.ckv_cache[..., 512:]
-    if fmt.startswith("656"):  # "656 bf16": read with bf16 dequantization (the Hopper kernel's path)
-        return _fp8.pack_ds_rows(latent, rope), None, dict(ds_dequant="bfloat16") if fmt.endswith("bf16") else {}
+    if fmt.startswith("656"):  # "656 bf16" / "656 f16": read with bf16 / f16 dequantization (Hopper's paths)
+        read = {"656": {}, "656 bf16": dict(ds_dequant="bfloat16"), "656 f16": dict(ds_dequant="float16")}[fmt]
+        return _fp8.pack_ds_rows(latent, rope), None, read
     if fmt.startswith("fp8 combined"):
         dtype = jnp.float8_e5m2 if fmt.endswith("e5m2") else jnp.float8_e4m3fn
         return _fp8.quantize(case.ckv_cache, 0.01, dtype), None, dict(kv_scale=0.01)
@@ -121,7 +122,8 @@ def _latent_amax(case):
                      for b, n in enumerate(np.asarray(case.kv_lens))])
 
 
-@pytest.mark.parametrize("fmt", ["656", "656 bf16", "fp8 combined", "fp8 combined e5m2", "fp8 latent + bf16 rope"])
+@pytest.mark.parametrize("fmt", ["656", "656 bf16", "656 f16", "fp8 combined", "fp8 combined e5m2",
+                                 "fp8 latent + bf16 rope"])
 @pytest.mark.parametrize("heads, s_q, page_size, causal, kv_lens", [
     (16, 2, 64, True, [0, 50, 130]),
     (128, 1, 1, False, [3, 40, 1]),
@@ -160,8 +162,9 @@ def test_mla_quantized_caches_match_reference(rng, fmt, heads, s_q, page_size, c
     # can add as much again: 2 D (a 3-key row of 128 heads: up to 1.75 D in 550 seeds). No key: 0.
     bf16_out, _ = reference.mla_decode(*case.args(), scale=0.07, causal=causal)
     err = np.max(np.abs(np.asarray(out, np.float32) - np.asarray(bf16_out, np.float32)), axis=(1, 2, 3))
-    # (656 bf16: the dequantized value is rounded to bf16 too, another 2^-8 |x| at most)
-    rho = 2.0**-3 if fmt.endswith("e5m2") else 2.0**-4 + (2.0**-8 if fmt == "656 bf16" else 0.0)
+    # (656 bf16: the dequantized value is rounded to bf16 too, another 2^-8 |x| at most; 656 f16: the
+    # scale and the value rounded to f16, 2^-11 each)
+    rho = 2.0**-3 if fmt.endswith("e5m2") else 2.0**-4 + {"656 bf16": 2.0**-8, "656 f16": 2.0**-10}.get(fmt, 0.0)
     top = float(jnp.finfo(ckv.dtype).max) * kw["kv_scale"] if "kv_scale" in kw else np.inf
     amax = _latent_amax(case)
     bound = np.where(np.asarray(kv_lens) > 1, 2, 1) * np.maximum(rho * amax, amax - top) + 2.0**-8 * amax
@@ -189,8 +192,9 @@ def test_mla_656_bf16_huge_latents_stay_finite(rng):
     np.testing.assert_allclose(np.asarray(lse), np.asarray(ref_lse), rtol=1e-4)
 
 
-def test_mla_656_bf16_nan_bytes_extreme_scales_and_subnormals(rng):
-    """656-byte rows read with bf16 dequantization by 32 query rows in pages of 64 (on Hopper: the
+@pytest.mark.parametrize("fmt", ["656 bf16", "656 f16"])
+def test_mla_656_bf16_nan_bytes_extreme_scales_and_subnormals(rng, fmt):
+    """656-byte rows read with bf16 (f16) dequantization by 32 query rows in pages of 64 (on Hopper: the
     wide kernel) against the reference, NaN pattern included. Each sequence holds one hard case:
     0: a key with e4m3 NaN bytes (0x7F, 0xFF) in its latent; 1: a key whose group 1 scale is 2^120
     over subnormal bytes (values near 2^111, finite); 2: a key with a NaN group scale; 3: one key
@@ -199,7 +203,7 @@ def test_mla_656_bf16_nan_bytes_extreme_scales_and_subnormals(rng):
     of the rows must leave the first, second, third and fifth to an exact path: NOTES item 67.)"""
     case = mla_case(rng, kv_lens=[70, 130, 5, 1, 40], s_q=1, num_heads=32, page_size=64, dtype=Q_DTYPE,
                     combined=True)
-    rows, _, kw = _mla_caches(case, "656 bf16")
+    rows, _, kw = _mla_caches(case, fmt)
     raw = np.asarray(rows).copy()
     table = np.asarray(case.block_tables)
 
@@ -227,9 +231,12 @@ def test_mla_656_bf16_nan_bytes_extreme_scales_and_subnormals(rng):
     assert np.all(np.isnan(np.asarray(ref_out[0], np.float32))) and np.all(np.isnan(np.asarray(ref_out[2], np.float32)))
     values = (np.arange(512) % 7 + 1) * np.where(np.arange(512) // 7 % 2, -1.0, 1.0)
     np.testing.assert_array_equal(np.asarray(out[3], np.float32), np.broadcast_to(values, out[3].shape))
+    assert_close(out[1], ref_out[1], Q_DTYPE)
+    if fmt == "656 f16":  # (the 2^120 scale is infinite in f16: its key's values inf or NaN, 0 x inf)
+        assert np.all(np.isnan(np.asarray(ref_out[1], np.float32)))
+        return
     # Sequence 1: in the heads whose score of the huge key is positive, outputs near 2^113 and lse
     # near 2^112 (the suite's relative tolerance covers the outputs; lse relative to its size).
-    assert_close(out[1], ref_out[1], Q_DTYPE)
     assert np.max(np.abs(np.asarray(ref_out[1], np.float32))) > 2.0**100
     np.testing.assert_allclose(np.asarray(lse[1]), np.asarray(ref_lse[1]), rtol=1e-4, atol=2e-3)
 
@@ -314,7 +321,7 @@ def test_mla_quantized_errors_name_the_argument(rng):
     with pytest.raises(ValueError, match=r"^a uint8 ckv_cache holds DeepSeek-V3.2's 656-byte rows"):
         jaxpaged.mla_decode(case.q_nope, case.q_pe, jnp.zeros((4, 16, 576), jnp.uint8), None, *rest, scale=0.1)
     rows = jnp.zeros((4, 16, 656), jnp.uint8)
-    with pytest.raises(ValueError, match=r"^ds_dequant must be one of \('float32', 'bfloat16'\); got 'bf16'"):
+    with pytest.raises(ValueError, match=r"^ds_dequant must be one of \('float32', 'bfloat16', 'float16'\); got 'bf16'"):
         jaxpaged.mla_decode(case.q_nope, case.q_pe, rows, None, *rest, scale=0.1, ds_dequant="bf16")
     with pytest.raises(ValueError, match=r"^ds_dequant='bfloat16' applies to DeepSeek-V3.2's uint8 \[.., 656\] "
                                          r"rows only; ckv_cache is bfloat16"):
@@ -338,7 +345,7 @@ def test_direct_ffi_call_rejects_a_split_fp8_rope():
         options = jnp.zeros((0,), jnp.int32)  # (also the empty plan operand)
         with pytest.raises(Exception, match="split kpe_cache holds q's dtype"):
             jax.block_until_ready(call(q_nope, q_pe, ckv, kpe, lens, table, options, options, scale=np.float32(0.1),
-                                       kv_scale=np.float32(1.0), ds_bf16=np.int32(0), fp8_math=np.int32(0),
+                                       kv_scale=np.float32(1.0), ds_read=np.int32(0), fp8_math=np.int32(0),
                                        causal=np.int32(0),
                                        plan_rows=np.int32(0),
                                        plan_capacity=np.int32(0)))

@@ -43,9 +43,9 @@ def _inputs(rng, batch, s_q, heads, topk, fmt="combined"):
     elif fmt == "fp8":
         caches, kw = (_fp8.quantize(jnp.asarray(rows), 0.01, jnp.float8_e4m3fn).reshape(shape + (576,)), None), \
             dict(kv_scale=0.01)
-    else:  # DeepSeek-V3.2's 656-byte rows ("656 bf16": read with bf16 dequantization)
-        caches, kw = ((_fp8.pack_ds_rows(latent, rope).reshape(shape + (656,)), None),
-                      dict(ds_dequant="bfloat16") if fmt.endswith("bf16") else {})
+    else:  # DeepSeek-V3.2's 656-byte rows ("656 bf16" / "656 f16": read with bf16 / f16 dequantization)
+        read = {"656": {}, "656 bf16": dict(ds_dequant="bfloat16"), "656 f16": dict(ds_dequant="float16")}[fmt]
+        caches, kw = (_fp8.pack_ds_rows(latent, rope).reshape(shape + (656,)), None), read
     return qn, qp, caches, jnp.asarray(idx.astype(np.int32)), kw
 
 
@@ -54,7 +54,7 @@ def _check(out, lse, ref_out, ref_lse):
     assert_close(lse, ref_lse, DTYPE, "lse")
 
 
-@pytest.mark.parametrize("fmt", ["combined", "split", "fp8", "656", "656 bf16"])
+@pytest.mark.parametrize("fmt", ["combined", "split", "fp8", "656", "656 bf16", "656 f16"])
 @pytest.mark.parametrize("heads, s_q", [(16, 1), (64, 2), (128, 4)])
 def test_sparse_matches_reference(rng, fmt, heads, s_q):
     qn, qp, (ckv, kpe), idx, kw = _inputs(rng, 3, s_q, heads, 128, fmt)
@@ -68,7 +68,7 @@ def test_sparse_matches_reference(rng, fmt, heads, s_q):
     assert np.isfinite(np.asarray(out, np.float32)).all()  # no NaN row leaked
 
 
-@pytest.mark.parametrize("fmt", ["combined", "656 bf16"])
+@pytest.mark.parametrize("fmt", ["combined", "656 bf16", "656 f16"])
 @pytest.mark.parametrize("batch, s_q, heads, topk", [(1, 1, 64, 2048), (24, 2, 32, 64)])
 def test_sparse_long_and_many_lists(rng, fmt, batch, s_q, heads, topk):
     """One list long enough to be split across the schedule's partitions (and merged), and many

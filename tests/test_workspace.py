@@ -97,7 +97,8 @@ def test_extension_sizes_sparse_workspace():
     sizes = {fmt: _extension.mla_decode_sparse_workspace_bytes(**kw, **dtypes) for fmt, dtypes in {
         "bf16": dict(q_dtype="bfloat16"),
         "656": dict(q_dtype="bfloat16", ckv_dtype="uint8"),
-        "656 bf16": dict(q_dtype="bfloat16", ckv_dtype="uint8", ds_bf16=True),
+        "656 bf16": dict(q_dtype="bfloat16", ckv_dtype="uint8", ds_read=1),
+        "656 f16": dict(q_dtype="bfloat16", ckv_dtype="uint8", ds_read=2),
         "656 fp16 q": dict(q_dtype="float16", ckv_dtype="uint8"),
         "fp8 latent + 16-bit rope": dict(q_dtype="bfloat16", ckv_dtype="float8_e4m3fn", kpe_dtype="bfloat16"),
     }.items()}
@@ -110,7 +111,8 @@ def test_extension_sizes_sparse_workspace():
     parts = max(1, min(sms, 160) // 2)  # 128 rows per list: 2 row blocks
     lists = 8 * 2
     expect = 4 * (-(-(2 + 2 * parts + 3 * lists) // 4) * 4 + 2 * parts * 128 * 513)
-    assert sizes["bf16"] == expect and sizes["656 bf16"] == expect  # (exact 656 rows: the portable kernel)
+    # (exact 656 rows: the portable kernel; the float16 reading: the wide kernel, the Hopper layout)
+    assert sizes["bf16"] == expect and sizes["656 bf16"] == expect and sizes["656 f16"] == expect
 
 
 @pytest.mark.skipif(not ON_GPU, reason="GPU lowering only")

@@ -181,7 +181,8 @@ struct MlaCase {
   int junk_used = 0;
   int sparse_topk = 0;  // > 0: also sparse MLA decode over random index lists of this length
   int fmt = 0;  // the cache: 0 bf16, 1 fp8 e4m3 (combined, or latent + bf16 rope), 2 656-byte rows, 3 those
-                // read with bf16 dequantization (ds_bf16: the wgmma kernel on Hopper)
+                // read with bf16 dequantization (ds_bf16: the wgmma kernel on Hopper), 4 with f16
+                // dequantization (ds_f16: the wide kernel where it applies, else the portable one)
 };
 
 void run_mla(const MlaCase& c) {
@@ -244,6 +245,7 @@ void run_mla(const MlaCase& c) {
   p.causal = c.causal;
   p.ds_rows = c.fmt >= 2;
   p.ds_bf16 = c.fmt == 3;
+  p.ds_f16 = c.fmt == 4;
   p.fp8 = c.fmt == 1;
   p.kpe_fp8 = c.fmt == 1 && c.combined;
   p.q_bf16 = true;
@@ -370,6 +372,11 @@ int main(int argc, char** argv) {
       {"656-byte rows bf16 dequant h16 junk ids", {4096, 33, 0, -5, 130}, 1, 16, 64, true, false, 2, 128, 3},
       {"656-byte rows bf16 dequant h8 s_q 2 page 1 junk ids", {1, 65, 700, -3}, 2, 8, 1, true, false, 2, 64, 3},
       {"656-byte rows bf16 dequant h8 s_q 2 causal page 64 junk ids", {1, 65, 700, -3, 130}, 2, 8, 64, true, true, 2, 0, 3},
+      // (656-byte rows read with f16 dequantization: the wide kernel's kH instances, dense and over
+      // the sparse lists; pages of 16: the portable kernel)
+      {"656-byte rows f16 dequant h128 junk ids", {4096, 33, 0, -5}, 1, 128, 64, true, false, 2, 128, 4},
+      {"656-byte rows f16 dequant h8 s_q 2 causal page 64 junk ids", {1, 65, 700, -3, 130}, 2, 8, 64, true, true, 2, 64, 4},
+      {"656-byte rows f16 dequant h16 page 16", {1, 65, 300}, 1, 16, 16, true, false, 0, 0, 4},
   };
   int device = 0, count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {

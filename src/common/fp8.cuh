@@ -101,6 +101,27 @@ __device__ __forceinline__ uint32_t half2_bits_scaled_to(uint32_t h2, float s_lo
   return pack2<T>(f.x * s_lo, f.y * s_hi);
 }
 
+// Two f16 values times two f16 factors, each product rounded to the nearest f16 (subnormals kept,
+// past 65504 infinite): the float16 reading of 656-byte rows (ds_dequant="float16"), f16(value x
+// f16(scale)), one multiply a pair.
+__device__ __forceinline__ uint32_t f16x2_mul(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+
+// Eight e4m3 values read as ds_dequant="float16" does: each f16(value x f16(scale)), as f16 bits.
+__device__ __forceinline__ uint4 fp8x8_f16_scaled(const uint2& in, float scale) {
+  const uint32_t s2 = pack2<gpu_half>(scale, scale);
+  uint32_t o[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t two = ((i < 2 ? in.x : in.y) >> (16 * (i % 2))) & 0xFFFFu;
+    o[i] = f16x2_mul(fp8x2_to_half2_bits(two, false), s2);
+  }
+  return make_uint4(o[0], o[1], o[2], o[3]);
+}
+
 // Sixteen e4m3 values times `scale`, rounded to T (the Hopper MLA kernel's 656-byte rows, whose
 // per-token group scales cannot be applied after its products).
 template <typename T>

@@ -21,7 +21,7 @@ inline auto mla_decode_binding() {
       .Arg<ffi::Buffer<ffi::S32>>()   // plan (jaxpaged.mla_decode_plan), or empty
       .Attr<float>("scale")
       .Attr<float>("kv_scale")
-      .Attr<int32_t>("ds_bf16")        // 656-byte rows: bf16 dequantization (params.h)
+      .Attr<int32_t>("ds_read")        // 656-byte rows: 0 float32, 1 bf16, 2 f16 dequantization (params.h)
       .Attr<int32_t>("fp8_math")       // fp8 caches: the products may run in fp8 (params.h)
       .Attr<int32_t>("causal")
       .Attr<int32_t>("plan_rows")      // the plan's query rows per sequence (s_q x Hq; 0: no plan)
@@ -54,7 +54,7 @@ inline auto mla_decode_plan_binding() {
 // What dense and sparse MLA decode share: queries, caches (every format), out, lse and options.
 inline ffi::Error decode_mla_queries_and_caches(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, ffi::AnyBuffer ckv,
                                                 ffi::AnyBuffer kpe, ffi::Buffer<ffi::S32> options, float scale,
-                                                float kv_scale, int32_t ds_bf16, ffi::Result<ffi::AnyBuffer>& out,
+                                                float kv_scale, int32_t ds_read, ffi::Result<ffi::AnyBuffer>& out,
                                                 ffi::Result<ffi::Buffer<ffi::F32>>& lse, MlaDecodeParams* p) {
   JP_RETURN_IF_ERROR(check_rank(q_nope.dimensions(), 4, "q_nope"));
   JP_RETURN_IF_ERROR(check_rank(q_pe.dimensions(), 4, "q_pe"));
@@ -116,10 +116,17 @@ inline ffi::Error decode_mla_queries_and_caches(ffi::AnyBuffer q_nope, ffi::AnyB
   p->kv_e5m2 = cache_dt == ffi::DataType::F8E5M2;
   p->kpe_fp8 = fp8_cache && combined;
   p->q_bf16 = dt == ffi::DataType::BF16;
-  p->ds_bf16 = ds_bf16 != 0;
+  if (ds_read < 0 || ds_read > 2) {
+    return ffi::Error::InvalidArgument("jaxpaged: ds_read must be 0 (float32), 1 (bfloat16) or 2 (float16)");
+  }
+  p->ds_bf16 = ds_read == 1;
+  p->ds_f16 = ds_read == 2;
   if (p->ds_bf16 && !(p->ds_rows && dt != ffi::DataType::F16)) {
     return ffi::Error::InvalidArgument(
-        "jaxpaged: bf16 dequantization (ds_bf16) applies to 656-byte rows with bfloat16 or float32 queries");
+        "jaxpaged: bf16 dequantization (ds_read 1) applies to 656-byte rows with bfloat16 or float32 queries");
+  }
+  if (p->ds_f16 && !p->ds_rows) {
+    return ffi::Error::InvalidArgument("jaxpaged: f16 dequantization (ds_read 2) applies to 656-byte rows");
   }
   return decode_options(options, kMlaOptionWords, &p->options);
 }
@@ -127,10 +134,10 @@ inline ffi::Error decode_mla_queries_and_caches(ffi::AnyBuffer q_nope, ffi::AnyB
 inline ffi::Error decode_mla_decode(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, ffi::AnyBuffer ckv,
                                     ffi::AnyBuffer kpe, ffi::Buffer<ffi::S32> kv_lens,
                                     ffi::Buffer<ffi::S32> block_tables, ffi::Buffer<ffi::S32> options,
-                                    float scale, float kv_scale, int32_t ds_bf16, int32_t fp8_math,
+                                    float scale, float kv_scale, int32_t ds_read, int32_t fp8_math,
                                     int32_t causal, ffi::Result<ffi::AnyBuffer>& out,
                                     ffi::Result<ffi::Buffer<ffi::F32>>& lse, MlaDecodeParams* p) {
-  JP_RETURN_IF_ERROR(decode_mla_queries_and_caches(q_nope, q_pe, ckv, kpe, options, scale, kv_scale, ds_bf16, out, lse, p));
+  JP_RETURN_IF_ERROR(decode_mla_queries_and_caches(q_nope, q_pe, ckv, kpe, options, scale, kv_scale, ds_read, out, lse, p));
   p->fp8_math = fp8_math != 0;
   if (p->fp8_math && !p->fp8) {
     return ffi::Error::InvalidArgument("jaxpaged: fp8_math applies to fp8 caches (float8_e4m3fn / float8_e5m2)");

@@ -42,10 +42,10 @@ ffi::Error mla_decode_cpu_impl(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, ffi::
                                ffi::AnyBuffer kpe, ffi::Buffer<ffi::S32> kv_lens,
                                ffi::Buffer<ffi::S32> block_tables, ffi::Buffer<ffi::S32> options,
                                ffi::Buffer<ffi::S32> /*plan: the CPU needs no schedule*/, float scale,
-                               float kv_scale, int32_t ds_bf16, int32_t fp8_math, int32_t causal, int32_t /*plan_rows*/, int32_t /*plan_capacity*/,
+                               float kv_scale, int32_t ds_read, int32_t fp8_math, int32_t causal, int32_t /*plan_rows*/, int32_t /*plan_capacity*/,
                                ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::Buffer<ffi::F32>> lse) {
   MlaDecodeParams p;
-  JP_RETURN_IF_ERROR(decode_mla_decode(q_nope, q_pe, ckv, kpe, kv_lens, block_tables, options, scale, kv_scale, ds_bf16, fp8_math,
+  JP_RETURN_IF_ERROR(decode_mla_decode(q_nope, q_pe, ckv, kpe, kv_lens, block_tables, options, scale, kv_scale, ds_read, fp8_math,
                                        causal, out, lse, &p));
   // (fp8_math is a permission: the CPU kernel computes exactly either way)
   Dtype dt;

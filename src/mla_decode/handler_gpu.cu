@@ -75,6 +75,11 @@ ffi::Error launch_wgmma_for(const MlaDecodeParams& p, int row_blocks, int parts,
   auto gather = [&](auto sparse) -> ffi::Error {
     constexpr bool kSparse = decltype(sparse)::value;
     if (p.ds_rows) {
+      // (the float16 reading runs the wide kernel; with no pages no key is read, so the reading
+      // does not matter)
+      if (p.ds_f16 && p.num_pages >= 1) {
+        return ffi::Error::Internal("jaxpaged: 656-byte rows read as float16: the wide kernel's TMA maps failed");
+      }
       if constexpr (std::is_same<T, gpu_bf16>::value) {
         return launch_mla_wgmma<T, false, kSparse, kMlaDsRows>(p, row_blocks, parts, sched, ws_out, ws_lse, maps,
                                                               stream);
@@ -88,7 +93,7 @@ ffi::Error launch_wgmma_for(const MlaDecodeParams& p, int row_blocks, int parts,
   };
   if constexpr (std::is_same<T, gpu_bf16>::value) {
     // (656-byte rows: no fp8 kernel below takes them, so this test may come first)
-    if (mla_ds_wide_applies(p) && mla_ds_wide_enabled()) {
+    if (mla_ds_wide_applies(p) && (mla_ds_wide_enabled() || p.ds_f16)) {
       MlaDsMaps ds{};  // (sparse lists are gathered: their kernel's maps go unread)
       if (p.sparse || make_ds_maps(p, &ds)) {
         return launch_mla_ds_wide(p, row_blocks, parts, sched, ws_out, ws_lse, ds, stream);
@@ -139,12 +144,12 @@ ffi::Error launch_hopper(const MlaDecodeParams& call, const MlaWorkspace& w, flo
 ffi::Error mla_decode_gpu_impl(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, ffi::AnyBuffer ckv,
                                ffi::AnyBuffer kpe, ffi::Buffer<ffi::S32> kv_lens,
                                ffi::Buffer<ffi::S32> block_tables, ffi::Buffer<ffi::S32> options,
-                               ffi::Buffer<ffi::S32> plan, float scale, float kv_scale, int32_t ds_bf16, int32_t fp8_math,
+                               ffi::Buffer<ffi::S32> plan, float scale, float kv_scale, int32_t ds_read, int32_t fp8_math,
                                int32_t causal, int32_t plan_rows, int32_t plan_capacity, ffi::Result<ffi::AnyBuffer> out,
                                ffi::Result<ffi::Buffer<ffi::F32>> lse, ffi::Result<ffi::Buffer<ffi::F32>> workspace,
                                gpuStream_t stream) {
   MlaDecodeParams p;
-  JP_RETURN_IF_ERROR(decode_mla_decode(q_nope, q_pe, ckv, kpe, kv_lens, block_tables, options, scale, kv_scale, ds_bf16, fp8_math,
+  JP_RETURN_IF_ERROR(decode_mla_decode(q_nope, q_pe, ckv, kpe, kv_lens, block_tables, options, scale, kv_scale, ds_read, fp8_math,
                                        causal, out, lse, &p));
   return run_mla_decode_gpu(p, q_nope.element_type(), workspace->typed_data(), int64_t(workspace->element_count()),
                             stream, mla_plan_for(p, plan, plan_rows, plan_capacity));

@@ -27,8 +27,12 @@ inline void load_token(const MlaDecodeParams& p, const MlaCacheFormat& f, int64_
     float scales[4];
     std::memcpy(scales, row + kMlaDsScalesAt, sizeof scales);  // little-endian float32, as the host's
     for (int64_t d = 0; d < DL; ++d) {
-      const float v = e4m3_to_float(row[d]) * scales[d / 128];
-      latent[d] = p.ds_bf16 ? bf16_to_float(float_to_bf16(v)) : v;  // (ds_bf16: rounded to bfloat16)
+      const float e = e4m3_to_float(row[d]), v = e * scales[d / 128];
+      if (p.ds_f16) {  // f16(value x f16(scale)): the float32 product of the two is exact
+        latent[d] = f16_to_float(float_to_f16(e * f16_to_float(float_to_f16(scales[d / 128]))));
+      } else {
+        latent[d] = p.ds_bf16 ? bf16_to_float(float_to_bf16(v)) : v;  // (ds_bf16: rounded to bfloat16)
+      }
     }
     for (int64_t d = 0; d < DR; ++d) rope[d] = load_float(row + kMlaDsRopeAt, d, Dtype::kBF16);
     return;

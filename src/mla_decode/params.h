@@ -36,6 +36,10 @@ struct MlaDecodeParams {
   // 656-byte rows read with bf16 dequantization (ds_dequant="bfloat16"; not with f16 queries): each
   // latent value is e4m3 value x group scale rounded to bfloat16, as FlashMLA's kernels read them.
   bool ds_bf16 = false;
+  // 656-byte rows read with f16 dequantization (ds_dequant="float16"; bf16 or float32 queries): each
+  // latent value is f16(e4m3 value x f16(group scale)) - the scale rounded to float16, then the
+  // product (nearest even, subnormals kept, past 65504 infinite).
+  bool ds_f16 = false;
   // fp8 caches (mla_decode(..., fp8_math=True)): the products may run in fp8 - queries rounded to
   // e4m3 at a power of two per row, probabilities rounded to e4m3 (the wide fp8 kernel's kF8 mode,
   // FlashMLA's fp8 arithmetic); kernels without such a mode compute as without it.
@@ -85,8 +89,10 @@ JP_HOST_DEVICE bool mla_quantized(const MlaDecodeParams& p) { return p.fp8 || p.
 // for that option). Others take the portable kernel: an
 // fp8 latent beside a 16-bit rope, and 656-byte rows read exactly (value x scale in float32: the
 // scale is per key and per 128 columns, so it cannot leave the tensor-core products; NOTES item 39).
+// The float16 reading (ds_f16) has one Hopper kernel, the wide one (dense pages of >= 64 tokens, or
+// sparse lists); elsewhere it takes the portable kernel.
 JP_HOST_DEVICE bool mla_hopper_format(const MlaDecodeParams& p) {
-  if (p.ds_rows) return p.ds_bf16 && p.q_bf16;
+  if (p.ds_rows) return p.q_bf16 && (p.ds_bf16 || (p.ds_f16 && (p.sparse || p.page_size >= 64)));
   return !p.fp8 || p.kpe_fp8;
 }
 
@@ -116,13 +122,14 @@ constexpr int kMlaOptionWords = 2;
 constexpr int kMlaDsRowBytes = 656, kMlaDsScalesAt = 512, kMlaDsRopeAt = 528;
 
 // The wide kernel on DeepSeek-V3.2's 656-byte rows (fp8_wide.cuh's kDs, NOTES item 49;
-// JAXPAGED_MLA_DS_WIDE=0 opts out): read with ds_dequant="bfloat16", bf16 queries, any number of
+// JAXPAGED_MLA_DS_WIDE=0 opts out of it for the bf16 reading): read with ds_dequant="bfloat16" (bf16
+// products) or "float16" (f16 products; its only Hopper kernel), bf16 queries, any number of
 // query rows (<= 16 - DeepSeek-V3.2 at TP 8 - use at most a quarter of a 64-row block, and still
 // measured 1.35-1.7x faster than the wgmma kernel, whose loader converts each tile in shared
 // memory: NOTES item 50 d); a dense cache in pages of >= 64 tokens (TMA), or sparse index lists
 // over any page size (gathered).
 inline bool mla_ds_wide_applies(const MlaDecodeParams& p) {
-  return p.ds_rows && p.ds_bf16 && p.q_bf16 && (p.sparse || p.page_size >= 64) && p.num_pages >= 1;
+  return p.ds_rows && (p.ds_bf16 || p.ds_f16) && p.q_bf16 && (p.sparse || p.page_size >= 64) && p.num_pages >= 1;
 }
 
 // The call's score scale, wherever it travels.

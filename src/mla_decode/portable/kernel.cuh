@@ -66,6 +66,11 @@ __global__ void __launch_bounds__(kMlaPortableThreads)
   __shared__ int sPoison;
   // The rope values' type in sK: a 656-byte row's are bfloat16 whatever q's dtype.
   using RopeT = typename std::conditional<FMT == kMlaDsRows, gpu_bf16, T>::type;
+  // A latent value of sK as a float: 656-byte rows read as float16 hold f16 bits whatever T.
+  const bool latent_f16 = FMT == kMlaDsRows && p.ds_f16;
+  auto latent_at = [&](int i) -> float {
+    return latent_f16 ? to_float(reinterpret_cast<const gpu_half*>(sK)[i]) : to_float(sK[i]);
+  };
 
   const int tid = threadIdx.x;
   const int64_t groups = (p.num_heads + HB - 1) / HB;
@@ -167,6 +172,9 @@ __global__ void __launch_bounds__(kMlaPortableThreads)
           } else if (p.ds_bf16) {  // value x group scale rounded to bf16 (T is bf16 then); scales 1 below
             v = fp8x8_scaled_to<T>(*reinterpret_cast<const uint2*>(row + ch * 8),
                                    *reinterpret_cast<const float*>(row + kMlaDsScalesAt + 4 * (ch / 16)));
+          } else if (p.ds_f16) {  // f16(value x f16(group scale)), held as f16 bits whatever T; scales 1
+            v = fp8x8_f16_scaled(*reinterpret_cast<const uint2*>(row + ch * 8),
+                                 *reinterpret_cast<const float*>(row + kMlaDsScalesAt + 4 * (ch / 16)));
           } else {
             v = fp8x8_to<T>(*reinterpret_cast<const uint2*>(row + ch * 8), false);
           }
@@ -178,7 +186,7 @@ __global__ void __launch_bounds__(kMlaPortableThreads)
         if (ch == 1) {  // a token's scales (0 for no key: its weight is 0 and its values 0)
           float g[4] = {kv_scale, kv_scale, kv_scale, kv_scale};
           if constexpr (FMT == kMlaDsRows) {
-            if (key && p.ds_bf16) {
+            if (key && (p.ds_bf16 || p.ds_f16)) {
               g[0] = g[1] = g[2] = g[3] = 1.f;  // (applied as the values were read)
             } else if (key) {
               const float4 f = *reinterpret_cast<const float4*>(
@@ -206,8 +214,7 @@ __global__ void __launch_bounds__(kMlaPortableThreads)
         for (int grp = 0; grp < 4; ++grp) {
           float part = 0.f;
           for (int e = 128 * grp; e < 128 * grp + 128; e += 2) {
-            part += to_float(sQ[h * S + e]) * to_float(sK[k * S + e]) +
-                    to_float(sQ[h * S + e + 1]) * to_float(sK[k * S + e + 1]);
+            part += to_float(sQ[h * S + e]) * latent_at(k * S + e) + to_float(sQ[h * S + e + 1]) * latent_at(k * S + e + 1);
           }
           dot += part * sScale[k][grp];
         }
@@ -238,9 +245,8 @@ __global__ void __launch_bounds__(kMlaPortableThreads)
       if (w == 0.f) continue;
       // (a quantized token's values times the scale of the group this thread's columns lie in)
       const float wv = FMT == kMlaSame ? w : w * sScale[k][d0 / 128];
-      const T* v = sK + k * S + d0;
 #pragma unroll
-      for (int d = 0; d < DPT; ++d) acc[d] += wv * to_float(v[d]);
+      for (int d = 0; d < DPT; ++d) acc[d] += wv * latent_at(k * S + d0 + d);
     }
   }
   if (poison) sPoison = 1;  // benign race: every writer stores 1

@@ -20,7 +20,9 @@ ffi::Error launch_mla_fp8_wide(const MlaDecodeParams& p, int row_blocks, int par
 
 ffi::Error launch_mla_ds_wide(const MlaDecodeParams& p, int row_blocks, int parts, const MlaSchedule& sched,
                               float* ws_out, float* ws_lse, const MlaDsMaps& maps, gpuStream_t stream) {
-  auto kernel = p.sparse ? mla_ds_wide_kernel<gpu_bf16, true> : mla_ds_wide_kernel<gpu_bf16, false>;
+  const bool h = p.ds_f16;  // (ds_dequant="float16": f16 products, else the bf16 reading's bf16)
+  auto kernel = p.sparse ? (h ? mla_ds_wide_kernel<gpu_bf16, true, true> : mla_ds_wide_kernel<gpu_bf16, true>)
+                         : (h ? mla_ds_wide_kernel<gpu_bf16, false, true> : mla_ds_wide_kernel<gpu_bf16, false>);
   JP_RETURN_IF_ERROR(allow_smem(kernel, MlaWideSmemT<true>::kAllocBytes, "mla_ds_wide_kernel (shared memory size)"));
   return launch_chained(p.dependent_attention, "mla_ds_wide_kernel", kernel, dim3(unsigned(parts * row_blocks)),
                         dim3(kWideThreads), MlaWideSmemT<true>::kAllocBytes, stream, p, page_shift_of(p.page_size),

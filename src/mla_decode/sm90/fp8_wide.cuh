@@ -199,13 +199,17 @@ __device__ __forceinline__ void wide_v_fragments_f8(uint32_t* set, const uint32_
 // V^T P^T with the raw bytes as A (m64n64k32: one ldmatrix .trans and two byte_perms per k-step,
 // no conversion). Half the tensor cycles of the f16 path; the queries' and probabilities' rounding
 // (2^-4 relative) sets its error (FlashMLA's: 3.6-4.0e-2 against the reference in the bench).
-template <typename T, bool kE5m2, bool kDs = false, bool kSparse = false, bool kF8 = false>
+template <typename T, bool kE5m2, bool kDs = false, bool kSparse = false, bool kF8 = false, bool kH = false>
 __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int page_shift, int row_blocks,
                                                   const MlaSchedule& s, float* __restrict__ ws_out,
                                                   float* __restrict__ ws_lse, const CUtensorMap* cache_map,
                                                   const CUtensorMap* tail_map = nullptr) {
   using S = MlaWideSmemT<kDs>;
   static_assert(!(kF8 && kDs), "the fp8-math mode reads per-tensor fp8 rows");
+  static_assert(!kH || kDs, "the float16 reading is a reading of 656-byte rows");
+  // kB: the kDs path's bf16 reading (bf16 products); kH's float16 reading runs f16 products as the
+  // per-tensor fp8 path's, the rope's k-steps bf16 as kB's.
+  constexpr bool kB = kDs && !kH;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* base = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   uint64_t* full = reinterpret_cast<uint64_t*>(base + S::kBarriers);
@@ -363,11 +367,12 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
       cp_async_commit();
       cp_async_wait<0>();  // (this thread's own chunks: it alone reads them back)
       int k = 0;
-      if constexpr (!kDs) {  // (kDs: bf16 holds the queries as they are, k = 0 - a power of two there
-                             // would only bring the scores' float32 sums nearer their overflow)
+      if constexpr (!kB) {  // (kB: bf16 holds the queries as they are, k = 0 - a power of two there
+                            // would only bring the scores' float32 sums nearer their overflow; kH:
+                            // k from the latent's 16 chunks - the rope stays bf16, x 2^k exactly)
         float mx = 0.f;
 #pragma unroll 6
-        for (int i = 0; i < 18; ++i) {
+        for (int i = 0; i < (kH ? 16 : 18); ++i) {
           const uint4 v = *reinterpret_cast<const uint4*>(unit(sub + 4 * i));
           const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
@@ -407,7 +412,7 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
           const float2 x = bf16x2_to_float2(w4[q]);
-          h[q] = kDs ? pack2<gpu_bf16>(x.x * f, x.y * f) : pack2<gpu_half>(x.x * f, x.y * f);
+          h[q] = kB ? pack2<gpu_bf16>(x.x * f, x.y * f) : pack2<gpu_half>(x.x * f, x.y * f);
         }
         // Dim pair q of the half goes to word 4 (q % 2) + 2 hf + q / 2 of the group's 8 words.
         const int grp = ch / 2, hf = ch % 2;
@@ -487,6 +492,7 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
           const float* tsc = reinterpret_cast<const float*>(base + S::kRaw + stage * S::kRawStride + 4 * kMlaRawBlock);
           constexpr int kGroups = kDs ? 16 : 18;  // (kDs: the rope's four bf16 k-steps after)
           float s_lo = 0.f, s_hi = 0.f;           // kDs: the group's scales of this thread's tokens
+          uint32_t h_lo = 0, h_hi = 0;            // kH: those scales as f16 pairs
           ldmatrix_x4(rr, st_addr(0));
 #pragma unroll
           for (int kk = 0; kk < kGroups; ++kk) {
@@ -498,11 +504,16 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
                 const int t_lo = 16 * ww + wide_launder(lane) / 4, grp = kk / 4;
                 s_lo = tsc[t_lo * (kMlaDsTailRow / 4) + grp];
                 s_hi = tsc[(t_lo + 8) * (kMlaDsTailRow / 4) + grp];
+                if constexpr (kH) h_lo = pack2<gpu_half>(s_lo, s_lo), h_hi = pack2<gpu_half>(s_hi, s_hi);
               }
 #pragma unroll
               for (int i = 0; i < 8; ++i) {
-                const float sc = i % 2 ? s_hi : s_lo;
-                a[kk % 2][i] = half2_bits_scaled_to<gpu_bf16>(a[kk % 2][i], sc, sc);
+                if constexpr (kH) {  // f16(value x f16(scale)): one multiply a pair
+                  a[kk % 2][i] = f16x2_mul(a[kk % 2][i], i % 2 ? h_hi : h_lo);
+                } else {
+                  const float sc = i % 2 ? s_hi : s_lo;
+                  a[kk % 2][i] = half2_bits_scaled_to<gpu_bf16>(a[kk % 2][i], sc, sc);
+                }
               }
             }
             wgmma_fence();
@@ -510,7 +521,7 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
             for (int h = 0; h < 2; ++h) {
               const int step = 2 * kk + h;  // Q^T bytes 32 step of each row
               const uint64_t qd = wgmma_desc_advance(q_desc0, (step / 4) * S::kBlock + 32 * (step % 4));
-              if constexpr (kDs) wgmma_m64n64k16_rs_bf16(sacc, a[kk % 2] + 4 * h, qd, step > 0);
+              if constexpr (kB) wgmma_m64n64k16_rs_bf16(sacc, a[kk % 2] + 4 * h, qd, step > 0);
               else wgmma_m64n64k16_rs_f16(sacc, a[kk % 2] + 4 * h, qd, step > 0);
             }
             wgmma_commit();
@@ -673,7 +684,7 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
             const int jb = jj + q;
             float pl[2], ph[2];
             p_of_block(jb, pl, ph);
-            using PT = std::conditional_t<kDs, gpu_bf16, gpu_half>;
+            using PT = std::conditional_t<kB, gpu_bf16, gpu_half>;
             pk[2 * q] = pack2<PT>(pl[0], pl[1]);      // token g; rows 2c, 2c + 1 of block jb
             pk[2 * q + 1] = pack2<PT>(ph[0], ph[1]);  // token g + 8
           }
@@ -755,10 +766,18 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
                 constexpr int kRow = kMlaDsTailRow / 4;
                 const float s0 = c0[0], s1 = c0[kRow], s8 = c0[8 * kRow], s9 = c0[9 * kRow];
                 uint32_t* set = a[gi % 2] + 4 * s2;
-                set[0] = half2_bits_scaled_to<gpu_bf16>(set[0], s0, s1);
-                set[1] = half2_bits_scaled_to<gpu_bf16>(set[1], s0, s1);
-                set[2] = half2_bits_scaled_to<gpu_bf16>(set[2], s8, s9);
-                set[3] = half2_bits_scaled_to<gpu_bf16>(set[3], s8, s9);
+                if constexpr (kH) {
+                  const uint32_t h01 = pack2<gpu_half>(s0, s1), h89 = pack2<gpu_half>(s8, s9);
+                  set[0] = f16x2_mul(set[0], h01);
+                  set[1] = f16x2_mul(set[1], h01);
+                  set[2] = f16x2_mul(set[2], h89);
+                  set[3] = f16x2_mul(set[3], h89);
+                } else {
+                  set[0] = half2_bits_scaled_to<gpu_bf16>(set[0], s0, s1);
+                  set[1] = half2_bits_scaled_to<gpu_bf16>(set[1], s0, s1);
+                  set[2] = half2_bits_scaled_to<gpu_bf16>(set[2], s8, s9);
+                  set[3] = half2_bits_scaled_to<gpu_bf16>(set[3], s8, s9);
+                }
               }
             }
             wgmma_fence();
@@ -766,7 +785,7 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
             for (int h = 0; h < 2; ++h) {
               const int step = 2 * (gi % 2) + h;  // P^T bytes 32 step of each row
               const uint64_t pd = wgmma_desc_advance(p_desc, 32 * step);
-              if constexpr (kDs) wgmma_m64n64k16_rs_bf16(o[gi / 2], a[gi % 2] + 4 * h, pd, 1);
+              if constexpr (kB) wgmma_m64n64k16_rs_bf16(o[gi / 2], a[gi % 2] + 4 * h, pd, 1);
               else wgmma_m64n64k16_rs_f16(o[gi / 2], a[gi % 2] + 4 * h, pd, 1);
             }
             wgmma_commit();
@@ -850,7 +869,8 @@ __global__ void __launch_bounds__(kWideThreads, 1)
 #endif
 }
 // The wide kernel on DeepSeek-V3.2's 656-byte rows read with ds_dequant="bfloat16" (kDs, NOTES item 49).
-template <typename T, bool kSparse>
+// kH: read with ds_dequant="float16" (f16 products).
+template <typename T, bool kSparse, bool kH = false>
 __global__ void __launch_bounds__(kWideThreads, 1)
     mla_ds_wide_kernel(const MlaDecodeParams p, int page_shift, int row_blocks, const MlaSchedule s,
                        float* __restrict__ ws_out, float* __restrict__ ws_lse,
@@ -858,7 +878,8 @@ __global__ void __launch_bounds__(kWideThreads, 1)
 #if defined(JP_HAVE_WGMMA)
   pdl_wait();
   if (p.early_dependents) pdl_launch_dependents();
-  mla_fp8_wide_body<T, false, true, kSparse>(p, page_shift, row_blocks, s, ws_out, ws_lse, &latent_map, &tail_map);
+  mla_fp8_wide_body<T, false, true, kSparse, false, kH>(p, page_shift, row_blocks, s, ws_out, ws_lse, &latent_map,
+                                                       &tail_map);
 #endif
 }
 

@@ -105,9 +105,18 @@ __device__ __forceinline__ uint32_t half2_bits_scaled_to(uint32_t h2, float s_lo
 // past 65504 infinite): the float16 reading of 656-byte rows (ds_dequant="float16"), f16(value x
 // f16(scale)), one multiply a pair.
 __device__ __forceinline__ uint32_t f16x2_mul(uint32_t a, uint32_t b) {
+#if defined(JAXPAGED_VENDOR_HIP) || defined(JAXPAGED_PORTABLE_FP8)
+  // (the float32 product of two f16 values is exact, so one rounding to f16 gives the same bits)
+  __half2 x, y;
+  *reinterpret_cast<uint32_t*>(&x) = a;
+  *reinterpret_cast<uint32_t*>(&y) = b;
+  const float2 fx = __half22float2(x), fy = __half22float2(y);
+  return pack2<gpu_half>(fx.x * fy.x, fx.y * fy.y);
+#else
   uint32_t d;
   asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
   return d;
+#endif
 }
 
 // Eight e4m3 values read as ds_dequant="float16" does: each f16(value x f16(scale)), as f16 bits.

@@ -241,6 +241,63 @@ def test_mla_656_bf16_nan_bytes_extreme_scales_and_subnormals(rng, fmt):
     np.testing.assert_allclose(np.asarray(lse[1]), np.asarray(ref_lse[1]), rtol=1e-4, atol=2e-3)
 
 
+def test_round_to_f16_is_ieee_float16():
+    """The float16 reading's rounding (jaxpaged._fp8.round_to_f16, float32 arithmetic) against numpy's
+    float16 conversion: random values over 2^-30 .. 2^20 and the edges (65504, the rounding point
+    to inf 65520, the subnormal range and its boundaries, signed zeros, inf, NaN), eager and jitted."""
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal(50000) * np.exp2(rng.integers(-30, 20, 50000))).astype(np.float32)
+    edges = np.array([0.0, -0.0, 65504.0, 65519.996, 65520.0, -65520.0, 1e30, np.inf, -np.inf, np.nan,
+                      2.0**-14, 2.0**-14 * (1 - 2.0**-11), 2.0**-24, 2.0**-25, 2.0**-25 * 1.0001, 3 * 2.0**-25,
+                      2.0**-24 * 2.5, 6e-8, 1e-8, 1.0 + 2.0**-11, 1.0 + 3 * 2.0**-11], np.float32)
+    x = np.concatenate([x, edges, -edges])
+    with np.errstate(over="ignore"):
+        want = x.astype(np.float16).astype(np.float32)
+    for fn in (_fp8.round_to_f16, jax.jit(_fp8.round_to_f16)):
+        got = np.asarray(fn(jnp.asarray(x)))
+        same = (got.view(np.uint32) == want.view(np.uint32)) | (np.isnan(got) & np.isnan(want))
+        assert same.all(), (x[~same][:5], got[~same][:5], want[~same][:5])
+
+
+def test_mla_656_f16_reading_range_edges(rng):
+    """656-byte rows read with f16 dequantization by 32 query rows in pages of 64 (on Hopper: the wide
+    kernel's f16 path) where the reading leaves float16's normal range: 0: one key's value x scale
+    past 65504 (scale 200 over the byte 448: +inf in float16, so NaN rows - a saturating multiply
+    would give finite ones); 1: every key's group scales float16 subnormals (1.3 x 2^-20, rounded to
+    21 x 2^-24), so most values are float16 subnormals (outputs ~1e-4: compared relative to their
+    size, where a flush to zero would show); 2: scales 2^-16 x (1 + g / 7) per group g (subnormal
+    scales, normal and subnormal products)."""
+    case = mla_case(rng, kv_lens=[70, 130, 65], s_q=1, num_heads=32, page_size=64, dtype=Q_DTYPE, combined=True)
+    rows, _, kw = _mla_caches(case, "656 f16")
+    raw = np.asarray(rows).copy()
+    table, lens = np.asarray(case.block_tables), np.asarray(case.kv_lens)
+
+    def set_scale(b, t, group, value):
+        at = (table[b, t // 64], t % 64, slice(512 + 4 * group, 516 + 4 * group))
+        raw[at] = np.frombuffer(np.float32(value).tobytes(), np.uint8)
+
+    raw[table[0, 0], 10, 3] = 0x7E  # (e4m3 448)
+    set_scale(0, 10, 0, 200.0)
+    for t in range(lens[1]):
+        for g in range(4):
+            set_scale(1, t, g, 1.3 * 2.0**-20)
+    for t in range(lens[2]):
+        for g in range(4):
+            set_scale(2, t, g, 2.0**-16 * (1 + g / 7))
+    rows = jnp.asarray(raw)
+    args = (case.q_nope, case.q_pe, rows, None, case.kv_lens, case.block_tables)
+    out, lse = jax.jit(functools.partial(jaxpaged.mla_decode, scale=0.07, **kw))(*args)
+    ref_out, ref_lse = reference.mla_decode(*args, scale=0.07, **kw)
+    assert np.all(np.isnan(np.asarray(ref_out[0], np.float32)))
+    assert_close(out[0], ref_out[0], Q_DTYPE)
+    for b in (1, 2):
+        o, r = np.asarray(out[b], np.float32), np.asarray(ref_out[b], np.float32)
+        top = np.max(np.abs(r))
+        assert 0 < top < 2e-2 / 8  # (below the suite's absolute tolerance: the relative comparison is the test)
+        np.testing.assert_allclose(o, r, rtol=2e-2, atol=2e-2 * top)
+        assert_close(lse[b], ref_lse[b], Q_DTYPE, "lse")
+
+
 @pytest.mark.parametrize("fmt", ["bf16", "fp8 combined", "fp8 combined e5m2"])
 @pytest.mark.parametrize("heads", [4, 32])
 def test_mla_row_without_keys_is_zero_beside_nan_values(rng, fmt, heads):

@@ -36,7 +36,8 @@ struct MlaDecodeParams {
   // 656-byte rows read with bf16 dequantization (ds_dequant="bfloat16"; not with f16 queries): each
   // latent value is e4m3 value x group scale rounded to bfloat16, as FlashMLA's kernels read them.
   bool ds_bf16 = false;
-  // 656-byte rows read with f16 dequantization (ds_dequant="float16"; bf16 or float32 queries): each
+  // 656-byte rows read with f16 dequantization (ds_dequant="float16"; any query dtype, the wide kernel
+  // with bf16 queries, the portable one with float16 queries): each
   // latent value is f16(e4m3 value x f16(group scale)) - the scale rounded to float16, then the
   // product (nearest even, subnormals kept, past 65504 infinite).
   bool ds_f16 = false;

@@ -65,8 +65,7 @@ jaxpaged::MlaDecodeParams mla_shapes(int64_t batch, int64_t s_q, int64_t num_hea
   jaxpaged::MlaDecodeParams p{};
   p.q_bf16 = q == "bfloat16";
   p.ds_rows = c == "uint8";
-  p.ds_bf16 = ds_read == 1;
-  p.ds_f16 = ds_read == 2;
+  p.set_ds_read(ds_read);
   p.fp8 = fp8(c);
   p.kv_e5m2 = c == "float8_e5m2";
   p.kpe_fp8 = p.fp8 && fp8(k);

@@ -119,8 +119,7 @@ inline ffi::Error decode_mla_queries_and_caches(ffi::AnyBuffer q_nope, ffi::AnyB
   if (ds_read < 0 || ds_read > 2) {
     return ffi::Error::InvalidArgument("jaxpaged: ds_read must be 0 (float32), 1 (bfloat16) or 2 (float16)");
   }
-  p->ds_bf16 = ds_read == 1;
-  p->ds_f16 = ds_read == 2;
+  p->set_ds_read(ds_read);
   if (p->ds_bf16 && !(p->ds_rows && dt != ffi::DataType::F16)) {
     return ffi::Error::InvalidArgument(
         "jaxpaged: bf16 dequantization (ds_read 1) applies to 656-byte rows with bfloat16 or float32 queries");

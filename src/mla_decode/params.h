@@ -41,6 +41,11 @@ struct MlaDecodeParams {
   // latent value is f16(e4m3 value x f16(group scale)) - the scale rounded to float16, then the
   // product (nearest even, subnormals kept, past 65504 infinite).
   bool ds_f16 = false;
+  // The readings from the kernels' ds_read attribute (0 float32, 1 bfloat16, 2 float16).
+  void set_ds_read(int ds_read) {
+    ds_bf16 = ds_read == 1;
+    ds_f16 = ds_read == 2;
+  }
   // fp8 caches (mla_decode(..., fp8_math=True)): the products may run in fp8 - queries rounded to
   // e4m3 at a power of two per row, probabilities rounded to e4m3 (the wide fp8 kernel's kF8 mode,
   // FlashMLA's fp8 arithmetic); kernels without such a mode compute as without it.
@@ -91,9 +96,10 @@ JP_HOST_DEVICE bool mla_quantized(const MlaDecodeParams& p) { return p.fp8 || p.
 // fp8 latent beside a 16-bit rope, and 656-byte rows read exactly (value x scale in float32: the
 // scale is per key and per 128 columns, so it cannot leave the tensor-core products; NOTES item 39).
 // The float16 reading (ds_f16) has one Hopper kernel, the wide one (dense pages of >= 64 tokens, or
-// sparse lists); elsewhere it takes the portable kernel.
+// sparse lists: mla_ds_wide_shape); elsewhere it takes the portable kernel.
+JP_HOST_DEVICE bool mla_ds_wide_shape(const MlaDecodeParams& p) { return p.sparse || p.page_size >= 64; }
 JP_HOST_DEVICE bool mla_hopper_format(const MlaDecodeParams& p) {
-  if (p.ds_rows) return p.q_bf16 && (p.ds_bf16 || (p.ds_f16 && (p.sparse || p.page_size >= 64)));
+  if (p.ds_rows) return p.q_bf16 && (p.ds_bf16 || (p.ds_f16 && mla_ds_wide_shape(p)));
   return !p.fp8 || p.kpe_fp8;
 }
 
@@ -130,7 +136,7 @@ constexpr int kMlaDsRowBytes = 656, kMlaDsScalesAt = 512, kMlaDsRopeAt = 528;
 // memory: NOTES item 50 d); a dense cache in pages of >= 64 tokens (TMA), or sparse index lists
 // over any page size (gathered).
 inline bool mla_ds_wide_applies(const MlaDecodeParams& p) {
-  return p.ds_rows && (p.ds_bf16 || p.ds_f16) && p.q_bf16 && (p.sparse || p.page_size >= 64) && p.num_pages >= 1;
+  return p.ds_rows && (p.ds_bf16 || p.ds_f16) && p.q_bf16 && mla_ds_wide_shape(p) && p.num_pages >= 1;
 }
 
 // The call's score scale, wherever it travels.

@@ -53,7 +53,8 @@ def live_axes(spec, on):
 
 
 def check(name, fn, ref_fn, args, specs, want_out_spec, on, no_collectives=True):
-    args = [a if a is None or a.dtype == jnp.int32 or _fp8.is_fp8(a.dtype) else a.astype(DTYPE) for a in args]
+    args = [a if a is None or a.dtype in (jnp.int32, jnp.uint8) or _fp8.is_fp8(a.dtype) else a.astype(DTYPE)
+            for a in args]
     placed = [None if a is None else (a if s is None else put(a, s, on)) for a, s in zip(args, specs)]
     f = jax.jit(fn)
     hlo = f.lower(*placed).compile().as_text()
@@ -194,6 +195,13 @@ def mla_cases(mesh):
           lambda *a: jaxpaged.mla_decode(*a, scale=0.05, causal=True, kv_scale=0.01, fp8_math=True),
           lambda *a: reference.mla_decode(*a, scale=0.05, causal=True, kv_scale=0.01),
           (q_nope, q_pe, fp8_cache, None, lens, table),
+          [q_spec, q_spec, (None, None, None), None, ("dp",), ("dp", None)], ("dp", None, "tp"), mesh)
+    # DeepSeek-V3.2's 656-byte rows read as float16 (the ds_read attribute travels with the call).
+    rows = _fp8.pack_ds_rows(cache[..., :512], cache[..., 512:])
+    check("mla 656-byte rows read as float16, sequences on dp, heads on tp",
+          lambda *a: jaxpaged.mla_decode(*a, scale=0.05, causal=True, ds_dequant="float16"),
+          lambda *a: reference.mla_decode(*a, scale=0.05, causal=True, ds_dequant="float16"),
+          (q_nope, q_pe, rows, None, lens, table),
           [q_spec, q_spec, (None, None, None), None, ("dp",), ("dp", None)], ("dp", None, "tp"), mesh)
     check("mla split caches, sequences on dp, heads on tp", op, ref,
           (q_nope, q_pe, cache[..., :512], cache[..., 512:], lens, table),

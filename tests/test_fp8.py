@@ -192,6 +192,24 @@ def test_mla_656_bf16_huge_latents_stay_finite(rng):
     np.testing.assert_allclose(np.asarray(lse), np.asarray(ref_lse), rtol=1e-4)
 
 
+def test_mla_656_f16_huge_rope_keys_stay_finite(rng):
+    """656-byte rows read with f16 dequantization (on Hopper: the wide kernel's f16 path) whose bf16
+    rope keys are ~1e30, against query latents ~1e-6 and rope queries ~1: the reference's float32
+    scores (~1e31) stay finite, so the kernels' must. The wide kernel scales each query row by 2^k
+    into float16's range; with k from the latent alone (~2^34 here) the rope scores passed the
+    largest float (NOTES item 68 g)."""
+    case = mla_case(rng, kv_lens=[3, 200, 65], s_q=1, num_heads=32, page_size=64, dtype=Q_DTYPE, combined=True)
+    rope = np.asarray(case.ckv_cache[..., 512:], np.float32) * 1e30
+    rows = _fp8.pack_ds_rows(case.ckv_cache[..., :512], rope)
+    q_nope = (np.asarray(case.q_nope, np.float32) * 1e-6).astype(case.q_nope.dtype)
+    args = (jnp.asarray(q_nope), case.q_pe, rows, None, case.kv_lens, case.block_tables)
+    out, lse = jax.jit(functools.partial(jaxpaged.mla_decode, scale=0.07, ds_dequant="float16"))(*args)
+    ref_out, ref_lse = reference.mla_decode(*args, scale=0.07, ds_dequant="float16")
+    assert np.all(np.isfinite(np.asarray(ref_out, np.float32))) and np.all(np.isfinite(ref_lse))
+    assert_close(out, ref_out, Q_DTYPE)
+    np.testing.assert_allclose(np.asarray(lse), np.asarray(ref_lse), rtol=1e-4)
+
+
 @pytest.mark.parametrize("fmt", ["656 bf16", "656 f16"])
 def test_mla_656_bf16_nan_bytes_extreme_scales_and_subnormals(rng, fmt):
     """656-byte rows read with bf16 (f16) dequantization by 32 query rows in pages of 64 (on Hopper: the

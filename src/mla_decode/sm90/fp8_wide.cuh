@@ -369,10 +369,12 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
       int k = 0;
       if constexpr (!kB) {  // (kB: bf16 holds the queries as they are, k = 0 - a power of two there
                             // would only bring the scores' float32 sums nearer their overflow; kH:
-                            // k from the latent's 16 chunks - the rope stays bf16, x 2^k exactly)
+                            // k from all 18 chunks, the rope's too - it stays bf16, x 2^k exactly -
+                            // so no element of Q^T passes 2^15 and a rope score overflows only for
+                            // rope keys past ~1.6e32)
         float mx = 0.f;
 #pragma unroll 6
-        for (int i = 0; i < (kH ? 16 : 18); ++i) {
+        for (int i = 0; i < 18; ++i) {
           const uint4 v = *reinterpret_cast<const uint4*>(unit(sub + 4 * i));
           const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll

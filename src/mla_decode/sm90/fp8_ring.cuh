@@ -1,6 +1,7 @@
 // The copy-engine loader of the fp8 kernels that compute on raw cache tiles (fp8_narrow.cuh,
 // fp8_wide.cuh): one thread streams a partition's 64-token tiles, sequence by sequence, into a
-// ring of raw buffers; for sparse lists of 656-byte rows, mla_ds_gather_ring (128 threads, cp.async).
+// ring of raw buffers; for sparse lists of 656-byte rows, mla_ds_gather_ring (128 threads, a bulk
+// copy each).
 // Built for sm_90a only.
 #pragma once
 
@@ -11,8 +12,7 @@
 #include "common/sm90/tma.cuh"
 #include "mla_decode/params.h"
 #include "mla_decode/partition_schedule.cuh"
-#include "common/sm80/mma.cuh"    // cp_async_16
-#include "common/sm90/wgmma.cuh"  // sw128_offset
+#include "common/sm90/wgmma.cuh"  // sw128_offset, fence_proxy_async_shared
 #include "mla_decode/sm90/loader.cuh"  // mla_entry_ok
 #include "mla_decode/sm90/trace.cuh"
 
@@ -28,6 +28,27 @@ constexpr int kMlaDsTailRow = 144;
 constexpr int kMlaDsTileBytes = 4 * kMlaRawBlock + 64 * kMlaDsTailRow;  // 41984: what the copy engine brings
 constexpr int kMlaDsRawBytes = 42 * 1024;
 constexpr int kMlaDsKeyMaskAt = kMlaDsTileBytes;  // sparse lists: a byte a row, 1 = a key
+static_assert(kMlaDsTileBytes == kMlaTileKeys * kMlaDsRowBytes, "a 656-row tile is its rows' bytes");
+
+// Where a token's bytes lie in a raw tile. kRows = false, the copy engine's boxes of pages
+// (mla_fp8_tma_ring): the latent in four 128-byte-swizzled column blocks of 64 tokens (the rope's
+// fifth block; kDs: the 144-byte tails unswizzled after them). kRows = true, sparse lists of
+// 656-byte rows (mla_ds_gather_ring): the rows as they are, 656 bytes apart - 41 x 16, an odd
+// number of 16-byte units, so the eight rows an ldmatrix reads at one column fall in eight distinct
+// bank groups without a swizzle. Offsets in bytes from the tile's start; col a multiple of 16.
+template <bool kRows>
+struct MlaRawTile {
+  static __device__ __forceinline__ uint32_t latent(int t, int col) {
+    if constexpr (kRows) return uint32_t(t * kMlaDsRowBytes + col);
+    else return uint32_t((col / 128) * kMlaRawBlock + sw128_offset(t, (col % 128) / 16));
+  }
+  // kDs: token t's tail (four float32 scales, then 64 bf16 rope values)
+  static __device__ __forceinline__ uint32_t tail(int t) {
+    if constexpr (kRows) return uint32_t(t * kMlaDsRowBytes + kMlaDsScalesAt);
+    else return uint32_t(4 * kMlaRawBlock + t * kMlaDsTailRow);
+  }
+  static constexpr int kTailStride = kRows ? kMlaDsRowBytes : kMlaDsTailRow;  // bytes from a tail to the next
+};
 
 #if defined(JP_HAVE_WGMMA)
 // Tile `use` (the block's running count of tiles, over its sequences) goes to buffer use % kStages
@@ -90,14 +111,14 @@ __device__ __forceinline__ void mla_fp8_tma_ring(const MlaDecodeParams& p, int p
 }
 
 // Sparse index lists of 656-byte rows (fp8_wide.cuh's kDs with kSparse): the loader warpgroup's
-// 128 threads gather each 64-entry tile of a list into the same layout as mla_fp8_tma_ring's kDs
-// (the latent's 16-byte chunks at their 128-byte-swizzle places, the 144-byte tails unswizzled),
-// two threads a row (chunks of one parity each), with cp.async; an entry past the list's length,
-// negative or past the pool (num_pages x page_size slots) is no key: its row is zero-filled (the
-// cache is not read for it) and its byte of kMlaDsKeyMaskAt is 0. full[stage] counts 2 x 128
-// arrivals: each thread's copies landed, and a plain one ordering its mask and sBad stores. Call
-// from all 128 threads (tw = 0..127). Timeline marks (thread 0's, as mla_fp8_tma_ring's): 90, 91,
-// 92 / 94 a tile's empty wait passed, 93 / 95 thread 0's copies issued.
+// 128 threads gather each 64-entry tile of a list as MlaRawTile<true> lays it out (the rows as they
+// are), two threads a row, each one bulk copy of its half (336 / 320 bytes) by the copy engine; an
+// entry past the list's length, negative or past the pool (num_pages x page_size slots) is no key:
+// its row is zero-filled by those threads (the cache is not read for it) and its byte of
+// kMlaDsKeyMaskAt is 0. full[stage] counts 128 arrivals, each thread's (with its copy's bytes
+// expected) after its mask and sBad stores. Call from all 128 threads (tw = 0..127). Timeline
+// marks (thread 0's, as mla_fp8_tma_ring's): 90, 91, 92 / 94 a tile's empty wait passed, 93 / 95
+// thread 0's copy issued.
 template <int kStages>
 __device__ __forceinline__ void mla_ds_gather_ring(const MlaDecodeParams& p, const MlaSchedule& s, int part,
                                                    int first_b, int last_b, int64_t capacity, unsigned char* raw0,
@@ -105,6 +126,9 @@ __device__ __forceinline__ void mla_ds_gather_ring(const MlaDecodeParams& p, con
   const unsigned char* ckv8 = static_cast<const unsigned char*>(p.ckv);
   const int64_t pool = p.num_pages * p.page_size;
   const int row = tw / 2, half = tw % 2;
+  constexpr uint32_t kHalf0 = 21 * 16;  // (a row is 41 units of 16 bytes: 21 + 20)
+  const uint32_t at = half ? kHalf0 : 0, bytes = half ? kMlaDsRowBytes - kHalf0 : kHalf0;
+  bool zeroed = false;  // this thread has written its part of some buffer with plain stores
   MlaTrace tr(p, 2);
   tr(90);
   int use = 0;
@@ -129,17 +153,21 @@ __device__ __forceinline__ void mla_ds_gather_ring(const MlaDecodeParams& p, con
       mbar_wait(&empty[stage], (uint32_t(use / kStages) & 1u) ^ 1u);
       tr(mark);
       unsigned char* raw = raw0 + stage * kMlaDsRawBytes;
-      const unsigned char* src = ckv8 + (ok ? int64_t(e) * p.ckv_slot_stride : 0);
-      for (int c = half; c < kMlaDsRowBytes / 16; c += 2) {
-        unsigned char* dst = c < 32 ? raw + (c / 8) * kMlaRawBlock + sw128_offset(row, c % 8)
-                                    : raw + 4 * kMlaRawBlock + row * kMlaDsTailRow + 16 * (c - 32);
-        cp_async_16(dst, src + 16 * c, ok);
-      }
-      tr(mark + 1);
+      unsigned char* dst = raw + MlaRawTile<true>::latent(row, 0) + at;
       if (half == 0) raw[kMlaDsKeyMaskAt + row] = ok ? 1 : 0;
       if (tw == 0) sBad[stage] = 0;  // (a list has no bad page: such an entry is no key)
-      mbar_arrive_on_cp_async(&full[stage]);
-      mbar_arrive(&full[stage]);
+      if (ok) {
+        // (plain stores of this thread's earlier zero-fills ordered before the copy engine's writes;
+        // the compute side's reads of the buffer are ordered by the empty barrier, as for TMA)
+        if (zeroed) fence_proxy_async_shared(), zeroed = false;
+        mbar_arrive_expect_tx(&full[stage], bytes);
+        bulk_load(dst, ckv8 + int64_t(e) * p.ckv_slot_stride + at, bytes, &full[stage]);
+      } else {
+        for (uint32_t i = 0; i < bytes; i += 16) *reinterpret_cast<uint4*>(dst + i) = make_uint4(0, 0, 0, 0);
+        zeroed = true;
+        mbar_arrive(&full[stage]);
+      }
+      tr(mark + 1);
     }
   }
 }

@@ -191,7 +191,8 @@ __device__ __forceinline__ void wide_v_fragments_f8(uint32_t* set, const uint32_
 // as they are, Q^T is the bf16 queries unscaled (k = 0: a power of two would only bring the scores'
 // float32 sums nearer overflow, NOTES item 49 g / 50 b) and P^T bf16.
 // kSparse (with kDs): sequences are sparse index lists, gathered by the loader warpgroup's 128
-// threads (mla_ds_gather_ring); an entry that names no key is masked by its tile's key bytes.
+// threads (mla_ds_gather_ring: each row as it is, by bulk copies; MlaRawTile<true>'s layout); an
+// entry that names no key is masked by its tile's key bytes.
 // kF8 (per-tensor fp8 caches; NOTES item 61): the products in fp8 as FlashMLA's fp8 decode computes them -
 // Q^T the queries x 2^k per row rounded to e4m3 (k puts the row's largest |q| in (224, 448], the
 // narrow kernel's rule), S^T = K Q^T with both operands from shared memory (m64n64k32: the raw tile
@@ -205,6 +206,7 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
                                                   float* __restrict__ ws_lse, const CUtensorMap* cache_map,
                                                   const CUtensorMap* tail_map = nullptr) {
   using S = MlaWideSmemT<kDs>;
+  using Tile = MlaRawTile<kSparse>;  // (where a token's bytes lie in a raw tile: sparse lists' rows as they are)
   static_assert(!(kF8 && kDs), "the fp8-math mode reads per-tensor fp8 rows");
   static_assert(!kH || kDs, "the float16 reading is a reading of 656-byte rows");
   // kB: the kDs path's bf16 reading (bf16 products); kH's float16 reading runs f16 products as the
@@ -231,7 +233,7 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
 
   if (tid == 0) {
     for (int i = 0; i < kWideStages; ++i) {
-      mbar_init(&full[i], kSparse ? 2 * 128 : 1);  // the loader's arrival with the bytes (kSparse: 2 each of 128)
+      mbar_init(&full[i], kSparse ? 128 : 1);  // the loader's arrival with the bytes (kSparse: each of its 128 threads')
       mbar_init(&empty[i], 8);  // each warp of both compute warpgroups
     }
     fence_proxy_async_shared();
@@ -486,12 +488,11 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
           const int ls = wide_launder(lane);
           const int st_tok = 16 * ww + ls % 8 + 8 * ((ls / 8) % 2), st_half = ls / 16;
           auto st_addr = [&](int kk) {  // dims 32 kk + 16 st_half of this lane's token
-            const int col = 32 * kk + 16 * st_half;
-            return raw + (col / 128) * kMlaRawBlock + sw128_offset(st_tok, (col % 128) / 16);
+            return raw + Tile::latent(st_tok, 32 * kk + 16 * st_half);
           };
           uint32_t rr[4], a[2][8];
-          // kDs: the tile's scales (float32, 36 a row of the tail block).
-          const float* tsc = reinterpret_cast<const float*>(base + S::kRaw + stage * S::kRawStride + 4 * kMlaRawBlock);
+          // kDs: the tile's scales (float32, the first four of each token's tail).
+          const float* tsc = reinterpret_cast<const float*>(base + S::kRaw + stage * S::kRawStride + Tile::tail(0));
           constexpr int kGroups = kDs ? 16 : 18;  // (kDs: the rope's four bf16 k-steps after)
           float s_lo = 0.f, s_hi = 0.f;           // kDs: the group's scales of this thread's tokens
           uint32_t h_lo = 0, h_hi = 0;            // kH: those scales as f16 pairs
@@ -504,8 +505,8 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
             if constexpr (kDs) {  // an A register holds two dims of one token (g or g + 8)
               if (kk % 4 == 0) {
                 const int t_lo = 16 * ww + wide_launder(lane) / 4, grp = kk / 4;
-                s_lo = tsc[t_lo * (kMlaDsTailRow / 4) + grp];
-                s_hi = tsc[(t_lo + 8) * (kMlaDsTailRow / 4) + grp];
+                s_lo = tsc[t_lo * (Tile::kTailStride / 4) + grp];
+                s_hi = tsc[(t_lo + 8) * (Tile::kTailStride / 4) + grp];
                 if constexpr (kH) h_lo = pack2<gpu_half>(s_lo, s_lo), h_hi = pack2<gpu_half>(s_hi, s_hi);
               }
 #pragma unroll
@@ -529,13 +530,12 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
             wgmma_commit();
           }
           if constexpr (kDs) {
-            // The rope: bf16 in the tail rows (from byte 16), plain ldmatrix x4 per k-step (rows g,
+            // The rope: bf16 in the tails (from byte 16), plain ldmatrix x4 per k-step (rows g,
             // g + 8 x dims 0-7, 8-15: the A layout as it is), against Q^T's bf16 rope.
-            const uint32_t tail = raw + 4 * kMlaRawBlock;
 #pragma unroll
             for (int r = 0; r < 4; ++r) {
               wgmma_wait<1>();
-              ldmatrix_x4(a[r % 2], tail + st_tok * kMlaDsTailRow + 16 + 32 * r + 16 * st_half);
+              ldmatrix_x4(a[r % 2], raw + Tile::tail(st_tok) + 16 + 32 * r + 16 * st_half);
               wgmma_fence();
               const int step = 32 + r;
               wgmma_m64n64k16_rs_bf16(sacc, a[r % 2], wgmma_desc_advance(q_desc0, (step / 4) * S::kBlock + 32 * (step % 4)),
@@ -730,10 +730,9 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
         const uint64_t p_desc = wgmma_desc_sw128(sbase + S::kPt + t * S::kBlock, 16, 1024);
         const int lo = wide_launder(lane);
         // kDs: the tile's scales, taken per group below.
-        const float* tsc = reinterpret_cast<const float*>(base + S::kRaw + stage * S::kRawStride + 4 * kMlaRawBlock);
+        const float* tsc = reinterpret_cast<const float*>(base + S::kRaw + stage * S::kRawStride + Tile::tail(0));
         auto ot_addr = [&](int gi) {  // tokens 32 (gi % 2) + lane, columns 256 wg + 64 (gi / 2) + 16 ww
-          const int col = 256 * wg + 64 * (gi / 2) + 16 * ww;
-          return raw + (col / 128) * kMlaRawBlock + sw128_offset(32 * (gi % 2) + lo, (col % 128) / 16);
+          return raw + Tile::latent(32 * (gi % 2) + lo, 256 * wg + 64 * (gi / 2) + 16 * ww);
         };
         uint32_t rr[4], a[2][8];
         ldmatrix_x4_trans(rr, ot_addr(0));
@@ -764,8 +763,8 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
 #pragma unroll
               for (int s2 = 0; s2 < 2; ++s2) {
                 const int t0 = 32 * (gi % 2) + 16 * s2 + 2 * cq;
-                const float* c0 = tsc + t0 * (kMlaDsTailRow / 4) + grp;
-                constexpr int kRow = kMlaDsTailRow / 4;
+                const float* c0 = tsc + t0 * (Tile::kTailStride / 4) + grp;
+                constexpr int kRow = Tile::kTailStride / 4;
                 const float s0 = c0[0], s1 = c0[kRow], s8 = c0[8 * kRow], s9 = c0[9 * kRow];
                 uint32_t* set = a[gi % 2] + 4 * s2;
                 if constexpr (kH) {

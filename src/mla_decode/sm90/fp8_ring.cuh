@@ -1,7 +1,7 @@
 // The copy-engine loader of the fp8 kernels that compute on raw cache tiles (fp8_narrow.cuh,
 // fp8_wide.cuh): one thread streams a partition's 64-token tiles, sequence by sequence, into a
 // ring of raw buffers; for sparse lists of 656-byte rows, mla_ds_gather_ring (128 threads, a bulk
-// copy each).
+// copy a row).
 // Built for sm_90a only.
 #pragma once
 
@@ -112,23 +112,26 @@ __device__ __forceinline__ void mla_fp8_tma_ring(const MlaDecodeParams& p, int p
 
 // Sparse index lists of 656-byte rows (fp8_wide.cuh's kDs with kSparse): the loader warpgroup's
 // 128 threads gather each 64-entry tile of a list as MlaRawTile<true> lays it out (the rows as they
-// are), two threads a row, each one bulk copy of its half (336 / 320 bytes) by the copy engine; an
-// entry past the list's length, negative or past the pool (num_pages x page_size slots) is no key:
-// its row is zero-filled by those threads (the cache is not read for it) and its byte of
-// kMlaDsKeyMaskAt is 0. full[stage] counts 128 arrivals, each thread's (with its copy's bytes
-// expected) after its mask and sBad stores. Call from all 128 threads (tw = 0..127). Timeline
-// marks (thread 0's, as mla_fp8_tma_ring's): 90, 91, 92 / 94 a tile's empty wait passed, 93 / 95
-// thread 0's copy issued.
+// are), two threads a row: the even one copies the whole row by one bulk copy (the copy engine's),
+// the odd one only arrives (a row in two copies of half each measured 4-5% slower, NOTES item 69).
+// An entry past the list's length, negative or past the pool (num_pages x page_size slots) is no
+// key: its row is zero-filled by the even thread (the cache is not read for it) and its byte of
+// kMlaDsKeyMaskAt is 0. full[stage] counts 128 arrivals, each thread's (the copy's bytes expected
+// with it) after its mask and sBad stores. A tile's rows 0-31 may be refilled once empty_lo[stage]
+// completes (the compute side is done with them, half way through its O^T), rows 32-63 after
+// empty[stage]. Call from all 128 threads (tw = 0..127). Timeline marks (thread 0's, as
+// mla_fp8_tma_ring's): 90, 91, 92 / 94 a tile's empty wait passed, 93 / 95 thread 0's copy issued.
 template <int kStages>
 __device__ __forceinline__ void mla_ds_gather_ring(const MlaDecodeParams& p, const MlaSchedule& s, int part,
                                                    int first_b, int last_b, int64_t capacity, unsigned char* raw0,
-                                                   uint64_t* full, uint64_t* empty, int* sBad, int tw) {
+                                                   uint64_t* full, uint64_t* empty, uint64_t* empty_lo, int* sBad,
+                                                   int tw) {
   const unsigned char* ckv8 = static_cast<const unsigned char*>(p.ckv);
   const int64_t pool = p.num_pages * p.page_size;
-  const int row = tw / 2, half = tw % 2;
-  constexpr uint32_t kHalf0 = 21 * 16;  // (a row is 41 units of 16 bytes: 21 + 20)
-  const uint32_t at = half ? kHalf0 : 0, bytes = half ? kMlaDsRowBytes - kHalf0 : kHalf0;
-  bool zeroed = false;  // this thread has written its part of some buffer with plain stores
+  const int row = tw / 2;
+  const bool copier = tw % 2 == 0;
+  uint64_t* freed = row < 32 ? empty_lo : empty;
+  bool zeroed = false;  // this thread has written a row of some buffer with plain stores
   MlaTrace tr(p, 2);
   tr(90);
   int use = 0;
@@ -150,20 +153,22 @@ __device__ __forceinline__ void mla_ds_gather_ring(const MlaDecodeParams& p, con
       const bool ok = mla_entry_ok<true>(p, e, pool);
       const int stage = use % kStages;
       const int mark = 92 + 2 * ((u - tiles.begin) & 1);
-      mbar_wait(&empty[stage], (uint32_t(use / kStages) & 1u) ^ 1u);
+      mbar_wait(&freed[stage], (uint32_t(use / kStages) & 1u) ^ 1u);
       tr(mark);
       unsigned char* raw = raw0 + stage * kMlaDsRawBytes;
-      unsigned char* dst = raw + MlaRawTile<true>::latent(row, 0) + at;
-      if (half == 0) raw[kMlaDsKeyMaskAt + row] = ok ? 1 : 0;
+      unsigned char* dst = raw + MlaRawTile<true>::latent(row, 0);
+      if (copier) raw[kMlaDsKeyMaskAt + row] = ok ? 1 : 0;
       if (tw == 0) sBad[stage] = 0;  // (a list has no bad page: such an entry is no key)
-      if (ok) {
+      if (!copier) {
+        mbar_arrive(&full[stage]);
+      } else if (ok) {
         // (plain stores of this thread's earlier zero-fills ordered before the copy engine's writes;
-        // the compute side's reads of the buffer are ordered by the empty barrier, as for TMA)
+        // the compute side's reads of the buffer are ordered by the empty barriers, as for TMA)
         if (zeroed) fence_proxy_async_shared(), zeroed = false;
-        mbar_arrive_expect_tx(&full[stage], bytes);
-        bulk_load(dst, ckv8 + int64_t(e) * p.ckv_slot_stride + at, bytes, &full[stage]);
+        mbar_arrive_expect_tx(&full[stage], kMlaDsRowBytes);
+        bulk_load(dst, ckv8 + int64_t(e) * p.ckv_slot_stride, kMlaDsRowBytes, &full[stage]);
       } else {
-        for (uint32_t i = 0; i < bytes; i += 16) *reinterpret_cast<uint4*>(dst + i) = make_uint4(0, 0, 0, 0);
+        for (int i = 0; i < kMlaDsRowBytes; i += 16) *reinterpret_cast<uint4*>(dst + i) = make_uint4(0, 0, 0, 0);
         zeroed = true;
         mbar_arrive(&full[stage]);
       }

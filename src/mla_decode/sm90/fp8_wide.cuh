@@ -104,8 +104,8 @@ struct MlaWideSmemT {
   static constexpr int kFlag = kM + 2 * 64 * 4;                 // [warp]: a score exceeded its row's maximum
   static constexpr int kQk = kFlag + 8 * 4;                     // [row]: the row's score scale
   static constexpr int kBad = kQk + 64 * 4;                     // [stage] ints, then [warpgroup]
-  static constexpr int kBarriers = kBad + 32;                   // full[stages], empty[stages]
-  static constexpr size_t kAllocBytes = size_t(kBarriers) + 2 * kWideStages * 8 + 1024;  // + alignment
+  static constexpr int kBarriers = kBad + 32;                   // full[stages], empty[stages], empty_lo[stages]
+  static constexpr size_t kAllocBytes = size_t(kBarriers) + 3 * kWideStages * 8 + 1024;  // + alignment
   static_assert(kRaw % 1024 == 0 && kPt % 1024 == 0, "swizzle atoms need aligned bases");
   static_assert(kBad + 4 * (kWideStages + 2) <= kBarriers && kBarriers % 8 == 0, "barriers overlap or misalign");
 };
@@ -216,6 +216,7 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
   unsigned char* base = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   uint64_t* full = reinterpret_cast<uint64_t*>(base + S::kBarriers);
   uint64_t* empty = full + kWideStages;
+  uint64_t* empty_lo = empty + kWideStages;  // (kSparse: a tile's rows 0-31 done with, half way through O^T)
   int* sBad = reinterpret_cast<int*>(base + S::kBad);
   float* sMax = reinterpret_cast<float*>(base + S::kMax);
   float* sSum = reinterpret_cast<float*>(base + S::kSum);
@@ -235,6 +236,7 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
     for (int i = 0; i < kWideStages; ++i) {
       mbar_init(&full[i], kSparse ? 128 : 1);  // the loader's arrival with the bytes (kSparse: each of its 128 threads')
       mbar_init(&empty[i], 8);  // each warp of both compute warpgroups
+      if (kSparse) mbar_init(&empty_lo[i], 8);
     }
     fence_proxy_async_shared();
   }
@@ -244,8 +246,8 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
     warpgroup_regs_shrink<kWideLoaderRegs>();
     if constexpr (kSparse) {
       static_assert(kDs, "sparse lists: 656-byte rows only");
-      mla_ds_gather_ring<kWideStages>(p, s, part, first_b, last_b, capacity, base + S::kRaw, full, empty, sBad,
-                                      tid - 256);
+      mla_ds_gather_ring<kWideStages>(p, s, part, first_b, last_b, capacity, base + S::kRaw, full, empty,
+                                      empty_lo, sBad, tid - 256);
     } else if (warp == 8 && lane == 0) {
       mla_fp8_tma_ring<kWideStages, kWideStages, kDs>(p, page_shift, s, part, first_b, last_b, capacity, cache_map,
                                                       base + S::kRaw, full, empty, sBad, tail_map);
@@ -750,11 +752,16 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
             wgmma_commit();
           }
         } else {
+          // kSparse: tokens 0-31 of every column block first, then 32-63, each half of the tile handed
+          // back as soon as its last values are in registers (A comes from registers: the products
+          // read nothing of the raw tile) - rows 0-31 to empty_lo, the rest to empty.
+          auto order = [](int j) { return kSparse ? (j % 4) * 2 + j / 4 : j; };
 #pragma unroll
-          for (int gi = 0; gi < 8; ++gi) {
+          for (int j = 0; j < 8; ++j) {
+            const int gi = order(j);
             wgmma_wait<1>();
-            wide_v_fragments<kE5m2>(a[gi % 2], rr);
-            if (gi + 1 < 8) ldmatrix_x4_trans(rr, ot_addr(gi + 1));
+            wide_v_fragments<kE5m2>(a[j % 2], rr);
+            if (j + 1 < 8) ldmatrix_x4_trans(rr, ot_addr(order(j + 1)));
             if constexpr (kDs) {
               // An A register holds one column at two tokens: scales s_t0, s_t1 of the columns' group
               // (256 wg + 64 (gi / 2) + 16 ww lies in group 2 wg + gi / 4); k-step s2's tokens are
@@ -766,7 +773,7 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
                 const float* c0 = tsc + t0 * (Tile::kTailStride / 4) + grp;
                 constexpr int kRow = Tile::kTailStride / 4;
                 const float s0 = c0[0], s1 = c0[kRow], s8 = c0[8 * kRow], s9 = c0[9 * kRow];
-                uint32_t* set = a[gi % 2] + 4 * s2;
+                uint32_t* set = a[j % 2] + 4 * s2;
                 if constexpr (kH) {
                   const uint32_t h01 = pack2<gpu_half>(s0, s1), h89 = pack2<gpu_half>(s8, s9);
                   set[0] = f16x2_mul(set[0], h01);
@@ -781,28 +788,37 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
                 }
               }
             }
+            if constexpr (kSparse) {
+              if (j == 3 || j == 7) {
+                __syncwarp();
+                if (lane == 0) mbar_arrive(j == 3 ? &empty_lo[stage] : &empty[stage]);
+              }
+            }
             wgmma_fence();
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
               const int step = 2 * (gi % 2) + h;  // P^T bytes 32 step of each row
               const uint64_t pd = wgmma_desc_advance(p_desc, 32 * step);
-              if constexpr (kB) wgmma_m64n64k16_rs_bf16(o[gi / 2], a[gi % 2] + 4 * h, pd, 1);
-              else wgmma_m64n64k16_rs_f16(o[gi / 2], a[gi % 2] + 4 * h, pd, 1);
+              if constexpr (kB) wgmma_m64n64k16_rs_bf16(o[gi / 2], a[j % 2] + 4 * h, pd, 1);
+              else wgmma_m64n64k16_rs_f16(o[gi / 2], a[j % 2] + 4 * h, pd, 1);
             }
             wgmma_commit();
           }
         }
         tr(72 + 4 * t);
         // The tile's buffer is done with (both warpgroups' S^T of it passed the barriers, and this
-        // warpgroup's products are complete): the loader may refill it while tile 1's run.
+        // warpgroup's products are complete): the loader may refill it while tile 1's run (kSparse:
+        // handed back in the loop above).
         wgmma_wait<0>();
 #pragma unroll
         for (int mb = 0; mb < 4; ++mb)
 #pragma unroll
           for (int i = 0; i < 32; ++i) reg_fence(o[mb][i]);
         tr(73 + 4 * t);
-        __syncwarp();
-        if (lane == 0) mbar_arrive(&empty[stage]);
+        if constexpr (!kSparse) {
+          __syncwarp();
+          if (lane == 0) mbar_arrive(&empty[stage]);
+        }
         tr(74 + 4 * t);
       }
     }

@@ -36,9 +36,10 @@ WIDE_NAMES = {
     64: "S^T tile's full wait passed", 65: "S^T issued (its last k-step)", 66: "S^T done", 67: "vote barrier passed",
     68: "maxima exchanged (rescaling pairs only)", 69: "P^T stored", 70: "P^T barrier passed",
     71: "O^T tile 0: full wait passed", 72: "O^T tile 0 issued (its last k-step)", 73: "O^T tile 0 done",
-    74: "tile 0's buffer handed back", 75: "O^T tile 1: full wait passed", 76: "O^T tile 1 issued (its last k-step)",
-    77: "O^T tile 1 done", 78: "tile 1's buffer handed back", 79: "epilogue start", 80: "sequence stored",
-    90: "loader start", 91: "sequence start", 92: "tile 0: empty wait passed", 93: "tile 0: copies issued",
+    74: "tile 0's buffer handed back (sparse: O^T done; handed back before)", 75: "O^T tile 1: full wait passed", 76: "O^T tile 1 issued (its last k-step)",
+    77: "O^T tile 1 done", 78: "tile 1's buffer handed back (sparse: as 74)", 79: "epilogue start", 80: "sequence stored",
+    90: "loader start", 91: "sequence start", 92: "tile 0: empty wait passed (sparse: rows 0-31's)",
+    93: "tile 0: copies issued",
     94: "tile 1: empty wait passed", 95: "tile 1: copies issued",
 }
 WIDE_SEQ = (60, 61, 62, 79, 80, 90, 91)  # once a block or a sequence: not in the per-pair medians

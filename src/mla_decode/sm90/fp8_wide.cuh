@@ -47,7 +47,8 @@
 //     of the sums;
 //   both (named barrier): O^T += V^T P^T over tile 0, then tile 1, for the warpgroup's 256
 //     columns (128 float accumulators a thread), each tile's raw buffer handed back once its
-//     products are done (the loader refills tile 0's while tile 1's run).
+//     products are done (the loader refills tile 0's while tile 1's run; kSparse: by halves, as
+//     soon as their values are in registers - rows 0-31 after the fourth of eight k-steps).
 // An S^T accumulator and an O^T accumulator hold the same query rows in a thread (columns 8 j +
 // 2 c + e of the N = 64 side), so a row's maximum, sum and rescale live in the threads that hold
 // its outputs. Tokens past a sequence's end: scores masked by position, their latent bytes (kDs:

@@ -414,7 +414,7 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
         for (int x = 0; x < 16; ++x) {  // (fully unrolled, its loads were hoisted and o spilled)
           const int col = 32 * x + 16 * (mi / 2);  // this lane's ldmatrix row: 16 columns
           uint32_t rr[4];
-          ldmatrix_x4_trans(rr, raw + (col / 128) * S::kRawBlock + sw128_offset(tok, (col % 128) / 16));
+          ldmatrix_x4_trans(rr, raw + MlaRawTile<false>::latent(tok, col));
           const uint32_t e01 = __byte_perm(rr[0], rr[1], 0x6420) & keep, o01 = __byte_perm(rr[0], rr[1], 0x7531) & keep;
           const uint32_t e23 = __byte_perm(rr[2], rr[3], 0x6420) & keep, o23 = __byte_perm(rr[2], rr[3], 0x7531) & keep;
           // stmatrix: matrix mi's row r is V^T row d = 32 x + 16 (mi / 2) + 2 r + mi % 2, the 16

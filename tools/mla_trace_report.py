@@ -39,7 +39,7 @@ WIDE_NAMES = {
     74: "tile 0's buffer handed back (sparse: O^T done; handed back before)",
     75: "O^T tile 1: full wait passed", 76: "O^T tile 1 issued (its last k-step)", 77: "O^T tile 1 done",
     78: "tile 1's buffer handed back (sparse: as 74)", 79: "epilogue start", 80: "sequence stored",
-    90: "loader start", 91: "sequence start", 92: "tile 0: empty wait passed (sparse: rows 0-31's)",
+    90: "loader start", 91: "sequence start", 92: "tile 0: empty wait passed",
     93: "tile 0: copies issued",
     94: "tile 1: empty wait passed", 95: "tile 1: copies issued",
 }

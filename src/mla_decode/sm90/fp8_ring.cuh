@@ -117,20 +117,19 @@ __device__ __forceinline__ void mla_fp8_tma_ring(const MlaDecodeParams& p, int p
 // An entry past the list's length, negative or past the pool (num_pages x page_size slots) is no
 // key: its row is zero-filled by the even thread (the cache is not read for it) and its byte of
 // kMlaDsKeyMaskAt is 0. full[stage] counts 128 arrivals, each thread's (the copy's bytes expected
-// with it) after its mask and sBad stores. A tile's rows 0-31 may be refilled once empty_lo[stage]
-// completes (the compute side is done with them, half way through its O^T), rows 32-63 after
-// empty[stage]. Call from all 128 threads (tw = 0..127). Timeline marks (thread 0's, as
-// mla_fp8_tma_ring's): 90, 91, 92 / 94 a tile's empty wait passed, 93 / 95 thread 0's copy issued.
+// with it) after its mask and sBad stores. A tile's buffer is refilled once empty[stage] completes
+// (the compute side has the last of its values in registers). Call from all 128 threads
+// (tw = 0..127). Timeline marks (thread 0's, as mla_fp8_tma_ring's): 90, 91, 92 / 94 a tile's
+// empty wait passed, 93 / 95 thread 0's copy issued.
 template <int kStages>
 __device__ __forceinline__ void mla_ds_gather_ring(const MlaDecodeParams& p, const MlaSchedule& s, int part,
                                                    int first_b, int last_b, int64_t capacity, unsigned char* raw0,
-                                                   uint64_t* full, uint64_t* empty, uint64_t* empty_lo, int* sBad,
+                                                   uint64_t* full, uint64_t* empty, int* sBad,
                                                    int tw) {
   const unsigned char* ckv8 = static_cast<const unsigned char*>(p.ckv);
   const int64_t pool = p.num_pages * p.page_size;
   const int row = tw / 2;
   const bool copier = tw % 2 == 0;
-  uint64_t* freed = row < 32 ? empty_lo : empty;
   bool zeroed = false;  // this thread has written a row of some buffer with plain stores
   MlaTrace tr(p, 2);
   tr(90);
@@ -153,7 +152,7 @@ __device__ __forceinline__ void mla_ds_gather_ring(const MlaDecodeParams& p, con
       const bool ok = mla_entry_ok<true>(p, e, pool);
       const int stage = use % kStages;
       const int mark = 92 + 2 * ((u - tiles.begin) & 1);
-      mbar_wait(&freed[stage], (uint32_t(use / kStages) & 1u) ^ 1u);
+      mbar_wait(&empty[stage], (uint32_t(use / kStages) & 1u) ^ 1u);
       tr(mark);
       unsigned char* raw = raw0 + stage * kMlaDsRawBytes;
       unsigned char* dst = raw + MlaRawTile<true>::latent(row, 0);

@@ -47,8 +47,8 @@
 //     of the sums;
 //   both (named barrier): O^T += V^T P^T over tile 0, then tile 1, for the warpgroup's 256
 //     columns (128 float accumulators a thread), each tile's raw buffer handed back once its
-//     products are done (the loader refills tile 0's while tile 1's run; kSparse: by halves, as
-//     soon as their values are in registers - rows 0-31 after the fourth of eight k-steps).
+//     products are done (the loader refills tile 0's while tile 1's run; kSparse: as soon as the
+//     last of its values are in registers, before the last k-step's product).
 // An S^T accumulator and an O^T accumulator hold the same query rows in a thread (columns 8 j +
 // 2 c + e of the N = 64 side), so a row's maximum, sum and rescale live in the threads that hold
 // its outputs. Tokens past a sequence's end: scores masked by position, their latent bytes (kDs:
@@ -105,8 +105,8 @@ struct MlaWideSmemT {
   static constexpr int kFlag = kM + 2 * 64 * 4;                 // [warp]: a score exceeded its row's maximum
   static constexpr int kQk = kFlag + 8 * 4;                     // [row]: the row's score scale
   static constexpr int kBad = kQk + 64 * 4;                     // [stage] ints, then [warpgroup]
-  static constexpr int kBarriers = kBad + 32;                   // full[stages], empty[stages], empty_lo[stages]
-  static constexpr size_t kAllocBytes = size_t(kBarriers) + 3 * kWideStages * 8 + 1024;  // + alignment
+  static constexpr int kBarriers = kBad + 32;                   // full[stages], empty[stages]
+  static constexpr size_t kAllocBytes = size_t(kBarriers) + 2 * kWideStages * 8 + 1024;  // + alignment
   static_assert(kRaw % 1024 == 0 && kPt % 1024 == 0, "swizzle atoms need aligned bases");
   static_assert(kBad + 4 * (kWideStages + 2) <= kBarriers && kBarriers % 8 == 0, "barriers overlap or misalign");
 };
@@ -217,7 +217,6 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
   unsigned char* base = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   uint64_t* full = reinterpret_cast<uint64_t*>(base + S::kBarriers);
   uint64_t* empty = full + kWideStages;
-  uint64_t* empty_lo = empty + kWideStages;  // (kSparse: a tile's rows 0-31 done with, half way through O^T)
   int* sBad = reinterpret_cast<int*>(base + S::kBad);
   float* sMax = reinterpret_cast<float*>(base + S::kMax);
   float* sSum = reinterpret_cast<float*>(base + S::kSum);
@@ -237,7 +236,6 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
     for (int i = 0; i < kWideStages; ++i) {
       mbar_init(&full[i], kSparse ? 128 : 1);  // the loader's arrival with the bytes (kSparse: each of its 128 threads')
       mbar_init(&empty[i], 8);  // each warp of both compute warpgroups
-      if (kSparse) mbar_init(&empty_lo[i], 8);
     }
     fence_proxy_async_shared();
   }
@@ -248,7 +246,7 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
     if constexpr (kSparse) {
       static_assert(kDs, "sparse lists: 656-byte rows only");
       mla_ds_gather_ring<kWideStages>(p, s, part, first_b, last_b, capacity, base + S::kRaw, full, empty,
-                                      empty_lo, sBad, tid - 256);
+                                      sBad, tid - 256);
     } else if (warp == 8 && lane == 0) {
       mla_fp8_tma_ring<kWideStages, kWideStages, kDs>(p, page_shift, s, part, first_b, last_b, capacity, cache_map,
                                                       base + S::kRaw, full, empty, sBad, tail_map);
@@ -753,16 +751,14 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
             wgmma_commit();
           }
         } else {
-          // kSparse: tokens 0-31 of every column block first, then 32-63, each half of the tile handed
-          // back as soon as its last values are in registers (A comes from registers: the products
-          // read nothing of the raw tile) - rows 0-31 to empty_lo, the rest to empty.
-          auto order = [](int j) { return kSparse ? (j % 4) * 2 + j / 4 : j; };
+          // kSparse: the tile is handed back as soon as its last values are in registers (A comes
+          // from registers: the products read nothing of the raw tile). Handing back rows 0-31
+          // half way, with the k-steps reordered, measured level (NOTES item 70 a).
 #pragma unroll
-          for (int j = 0; j < 8; ++j) {
-            const int gi = order(j);
+          for (int gi = 0; gi < 8; ++gi) {
             wgmma_wait<1>();
-            wide_v_fragments<kE5m2>(a[j % 2], rr);
-            if (j + 1 < 8) ldmatrix_x4_trans(rr, ot_addr(order(j + 1)));
+            wide_v_fragments<kE5m2>(a[gi % 2], rr);
+            if (gi + 1 < 8) ldmatrix_x4_trans(rr, ot_addr(gi + 1));
             if constexpr (kDs) {
               // An A register holds one column at two tokens: scales s_t0, s_t1 of the columns' group
               // (256 wg + 64 (gi / 2) + 16 ww lies in group 2 wg + gi / 4); k-step s2's tokens are
@@ -774,7 +770,7 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
                 const float* c0 = tsc + t0 * (Tile::kTailStride / 4) + grp;
                 constexpr int kRow = Tile::kTailStride / 4;
                 const float s0 = c0[0], s1 = c0[kRow], s8 = c0[8 * kRow], s9 = c0[9 * kRow];
-                uint32_t* set = a[j % 2] + 4 * s2;
+                uint32_t* set = a[gi % 2] + 4 * s2;
                 if constexpr (kH) {
                   const uint32_t h01 = pack2<gpu_half>(s0, s1), h89 = pack2<gpu_half>(s8, s9);
                   set[0] = f16x2_mul(set[0], h01);
@@ -790,9 +786,9 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
               }
             }
             if constexpr (kSparse) {
-              if (j == 3 || j == 7) {
+              if (gi == 7) {
                 __syncwarp();
-                if (lane == 0) mbar_arrive(j == 3 ? &empty_lo[stage] : &empty[stage]);
+                if (lane == 0) mbar_arrive(&empty[stage]);
               }
             }
             wgmma_fence();
@@ -800,8 +796,8 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
             for (int h = 0; h < 2; ++h) {
               const int step = 2 * (gi % 2) + h;  // P^T bytes 32 step of each row
               const uint64_t pd = wgmma_desc_advance(p_desc, 32 * step);
-              if constexpr (kB) wgmma_m64n64k16_rs_bf16(o[gi / 2], a[j % 2] + 4 * h, pd, 1);
-              else wgmma_m64n64k16_rs_f16(o[gi / 2], a[j % 2] + 4 * h, pd, 1);
+              if constexpr (kB) wgmma_m64n64k16_rs_bf16(o[gi / 2], a[gi % 2] + 4 * h, pd, 1);
+              else wgmma_m64n64k16_rs_f16(o[gi / 2], a[gi % 2] + 4 * h, pd, 1);
             }
             wgmma_commit();
           }

@@ -28,7 +28,7 @@ NAMES = {
 }
 
 
-# The wide fp8 kernel's marks (fp8_wide.cuh): 60-80 in each compute warpgroup (role 0 or 1, the
+# The wide fp8 kernel's marks (fp8_wide.cuh): 60-82 in each compute warpgroup (role 0 or 1, the
 # same ids; a warpgroup's S^T tile is its own tile of the pair: warpgroup 0's tile 0, 1's tile 1),
 # 90-95 the loader's (one thread; its tiles counted as the compute side pairs them).
 WIDE_NAMES = {
@@ -39,11 +39,12 @@ WIDE_NAMES = {
     74: "tile 0's buffer handed back (sparse: O^T done; handed back before)",
     75: "O^T tile 1: full wait passed", 76: "O^T tile 1 issued (its last k-step)", 77: "O^T tile 1 done",
     78: "tile 1's buffer handed back (sparse: as 74)", 79: "epilogue start", 80: "sequence stored",
+    81: "epilogue: sums met (barrier passed)", 82: "epilogue: half the rows stored",
     90: "loader start", 91: "sequence start", 92: "tile 0: empty wait passed",
     93: "tile 0: copies issued",
     94: "tile 1: empty wait passed", 95: "tile 1: copies issued",
 }
-WIDE_SEQ = (60, 61, 62, 79, 80, 90, 91)  # once a block or a sequence: not in the per-pair medians
+WIDE_SEQ = (60, 61, 62, 79, 80, 81, 82, 90, 91)  # once a block or a sequence: not in the per-pair medians
 
 
 def pairs(recs, start_id):
@@ -136,9 +137,9 @@ def wide_report(raw, start_id):
 
 def main(path, wide=None, start_id=63):
     raw = np.fromfile(path, dtype=np.uint64).reshape(2, 3, -1)  # [block][role][record] (trace.cuh)
-    if wide is None:  # the wide kernel's compute marks are 60-80, the wgmma kernel's 1-54 (the
+    if wide is None:  # the wide kernel's compute marks are 60-82, the wgmma kernel's 1-54 (the
         ids = raw >> np.uint64(48)  # narrow fp8 kernel shares the TMA ring's 90-95, without them)
-        wide = bool(((ids >= 60) & (ids <= 80)).any())
+        wide = bool(((ids >= 60) & (ids <= 82)).any())
     if wide:
         wide_report(raw, start_id)
         return

@@ -72,7 +72,7 @@ __device__ __forceinline__ void mla_fp8_tma_ring(const MlaDecodeParams& p, int p
   tma_prefetch_map(cache_map);
   // The timeline probe's marks (trace.cuh: only in tools/mla_trace.cu's build; role 2): 90 start,
   // 91 a sequence, 92 / 94 a tile's empty wait passed and 93 / 95 its copies issued (tile 0 / 1 of
-  // the wide kernel's pair: fp8_wide.cuh's 60-80).
+  // the wide kernel's pair: fp8_wide.cuh's 60-82).
   MlaTrace tr(p, 2);
   tr(90);
   int use = 0;

@@ -258,7 +258,7 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
   warpgroup_regs_grow<kWideComputeRegs>();
   const int wg = warp / 4, ww = warp % 4;
   const int tw = tid % 128;
-  // The timeline probe's marks (trace.cuh; nothing outside tools/mla_trace.cu's build): ids 60-80,
+  // The timeline probe's marks (trace.cuh; nothing outside tools/mla_trace.cu's build): ids 60-82,
   // the same in both warpgroups (role = wg); the loader's 90-95 (fp8_ring.cuh's mla_fp8_tma_ring).
   MlaTrace tr(p, wg);
   tr(60);
@@ -840,8 +840,10 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
     const int g = wide_launder(lane) / 4, c = wide_launder(lane) % 4;
     const bool whole = s.seq_pieces[b] == 1;
     const int slot = whole ? 0 : mla_piece_slot(s, part, b);
+    tr(81);
 #pragma unroll
     for (int k = 0; k < 16; ++k) {
+      if (k == 8) tr(82);
       const int n = row_of(k, c), j = 4 * (k / 2) + k % 2;
       if (row0 + n >= rows_per_b) continue;
       const float4 x0 = *reinterpret_cast<const float4*>(sSum + n * 8);

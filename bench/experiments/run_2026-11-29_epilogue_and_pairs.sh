@@ -3,7 +3,8 @@
 # nvidia-h100-x1, carry .whl): the wide kernel's epilogue and O^T's scale pairs.
 #   PART=1 (~560 s): builds base (HEAD), st16 (2026-11-29_wide_epilogue_16b.patch: the epilogue's
 #     stores 16 bytes a lane after a lane exchange, where each lane stored 4-byte pairs) and
-#     scpairs (2026-11-29_ds_scale_pairs.patch), the timeline probes of base and st16 beside; the
+#     scpairs (2026-11-29_ds_scale_pairs_pf.patch: item 69 g's scale pairs, the float16 reading's
+#     loaded a k-step group ahead), the timeline probes of base and st16 beside; the
 #     traces of both (sparse f16 / bf16 readings, dense per-tensor fp8; the epilogue's marks 79, 81,
 #     82, 80 in each report's "sequence start" line); st16's tests (its stores serve every wide
 #     instance: whole sequences in bf16, cut ones as float partials).
@@ -20,7 +21,7 @@ PART=${PART:-1}
 CONFIGS="sparse_f16_h128_b64_topk2048 sparse_h128_b128_topk2048 mla_fp8_h128_b64_ctx4k mla_656f16_h128_b64_ctx4k"
 if [[ $PART == 1 ]]; then
   OUT=$OUT/ab timeout 330 bash bench/ab.sh 0 base=. st16=patch:$E/2026-11-29_wide_epilogue_16b.patch \
-    scpairs=patch:$E/2026-11-29_ds_scale_pairs.patch > "$OUT/ab_build.log" 2>&1 &
+    scpairs=patch:$E/2026-11-29_ds_scale_pairs_pf.patch > "$OUT/ab_build.log" 2>&1 &
   bp=$!
   sleep 5  # (ab.sh makes /tmp/ab_src_st16 first)
   trace_build . /tmp/trace_base "$OUT/trace_build_base.log" &
@@ -48,7 +49,7 @@ else
   echo "tests of scpairs: rc $? - $(tail -1 "$OUT/tests_scpairs.log")"
   grep -E "^(FAILED|ERROR)" "$OUT/tests_scpairs.log" | cut -c1-200 | head
   AB_REUSE=1 OUT=$OUT/ab timeout $(( 585 - ($(date +%s) - start) )) bash bench/ab.sh 2 base=. \
-    st16=patch:$E/2026-11-29_wide_epilogue_16b.patch scpairs=patch:$E/2026-11-29_ds_scale_pairs.patch \
+    st16=patch:$E/2026-11-29_wide_epilogue_16b.patch scpairs=patch:$E/2026-11-29_ds_scale_pairs_pf.patch \
     -- --ours-step --only $CONFIGS > "$OUT/ab_run.log" 2>&1
   grep -E "^==|^(mla|sparse)" "$OUT/ab/ab.log" | cut -c1-120
   rm -rf "$OUT"/ab/*_[12]

@@ -36,7 +36,7 @@ if [[ $PART == 1 ]]; then
     TRACE_LINES=3 trace_run ${v}_fp8 /tmp/trace_$v 128 64 4096 --cache=fp8
   done
   TS=/tmp/ab_src_st16/tests
-  (cd /tmp && PYTHONPATH=/tmp/ab_st16:/tmp/site timeout $(( 575 - ($(date +%s) - start) )) python3 -m pytest -q \
+  (cd /tmp && PYTHONPATH=/tmp/ab_st16:/tmp/site timeout $(( 575 - ($(date +%s) - start) )) python3 -m pytest -v --durations=12 \
     -p no:cacheprovider -n 8 -rf $TS/test_mla_sparse.py $TS/test_fp8.py -k "mla or sparse or 656" \
     > "$OUT/tests_st16.log" 2>&1)
   echo "tests of st16: rc $? - $(tail -1 "$OUT/tests_st16.log")"
@@ -44,7 +44,7 @@ if [[ $PART == 1 ]]; then
 else
   [[ -d /tmp/ab_scpairs/jaxpaged ]] || { echo "fresh machine: run PART=1 first"; exit 1; }
   TS=/tmp/ab_src_scpairs/tests
-  (cd /tmp && PYTHONPATH=/tmp/ab_scpairs:/tmp/site timeout 170 python3 -m pytest -q -p no:cacheprovider -n 8 -rf \
+  (cd /tmp && PYTHONPATH=/tmp/ab_scpairs:/tmp/site timeout 170 python3 -m pytest -v --durations=12 -p no:cacheprovider -n 8 -rf \
     $TS/test_mla_sparse.py $TS/test_fp8.py -k "sparse or (656 and not huge) or round_to_f16" > "$OUT/tests_scpairs.log" 2>&1)
   echo "tests of scpairs: rc $? - $(tail -1 "$OUT/tests_scpairs.log")"
   grep -E "^(FAILED|ERROR)" "$OUT/tests_scpairs.log" | cut -c1-200 | head

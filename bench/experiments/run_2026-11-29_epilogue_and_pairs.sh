@@ -23,10 +23,10 @@ if [[ $PART == 1 ]]; then
   OUT=$OUT/ab timeout 330 bash bench/ab.sh 0 base=. st16=patch:$E/2026-11-29_wide_epilogue_16b.patch \
     scpairs=patch:$E/2026-11-29_ds_scale_pairs_pf.patch > "$OUT/ab_build.log" 2>&1 &
   bp=$!
-  sleep 5  # (ab.sh makes /tmp/ab_src_st16 first)
   trace_build . /tmp/trace_base "$OUT/trace_build_base.log" &
   tb=$!
-  while [[ ! -d /tmp/ab_src_st16/src ]]; do sleep 1; done
+  # (ab.sh starts a variant's build once its tree is copied and patched: its build log then exists)
+  for _ in $(seq 120); do [[ -f $OUT/ab/build_st16.log ]] && break; sleep 1; done
   trace_build /tmp/ab_src_st16 /tmp/trace_st16 "$OUT/trace_build_st16.log"
   wait $tb $bp
   grep -E "builds|FAILED" "$OUT/ab_build.log"

@@ -1,8 +1,10 @@
 """Sparse (top-k) MLA decode against the reference: every cache format, -1 padding, out-of-range
 and duplicate indices, NaN in the cache rows no index names, topk_lens, sinks, traced scale,
 vmap; equal to dense mla_decode when the indices list a sequence's tokens. On Hopper the lists
-run the wgmma kernel's gathering loaders (16-bit and fp8 combined caches, 656-byte rows read with
-ds_dequant="bfloat16"); elsewhere, and for exact 656-byte rows, the portable kernel."""
+run the wgmma kernel's gathering loaders (16-bit and fp8 combined caches) or the wide kernel's
+gathering loader warpgroup (656-byte rows read with ds_dequant="bfloat16" or "float16"; a long
+list split across partitions exercises its float partials and the merge); elsewhere, and for exact
+656-byte rows, the portable kernel."""
 
 import functools
 

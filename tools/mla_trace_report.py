@@ -45,6 +45,7 @@ WIDE_NAMES = {
     94: "tile 1: empty wait passed", 95: "tile 1: copies issued",
 }
 WIDE_SEQ = (60, 61, 62, 79, 80, 81, 82, 90, 91)  # once a block or a sequence: not in the per-pair medians
+WIDE_COMPUTE = [i for i in WIDE_NAMES if i < 90]  # the compute warpgroups' marks (the loader's are shared)
 
 
 def pairs(recs, start_id):
@@ -137,9 +138,9 @@ def wide_report(raw, start_id):
 
 def main(path, wide=None, start_id=63):
     raw = np.fromfile(path, dtype=np.uint64).reshape(2, 3, -1)  # [block][role][record] (trace.cuh)
-    if wide is None:  # the wide kernel's compute marks are 60-82, the wgmma kernel's 1-54 (the
+    if wide is None:  # the wide kernel's compute marks (WIDE_COMPUTE), the wgmma kernel's 1-54 (the
         ids = raw >> np.uint64(48)  # narrow fp8 kernel shares the TMA ring's 90-95, without them)
-        wide = bool(((ids >= 60) & (ids <= 82)).any())
+        wide = bool(np.isin(ids, np.array(WIDE_COMPUTE, dtype=np.uint64)).any())
     if wide:
         wide_report(raw, start_id)
         return

@@ -38,6 +38,14 @@ variant_pytest() {
   echo "tests of $name: rc $? - $(tail -1 "$OUT/tests_$name.log")"
   grep -E "^(FAILED|ERROR)" "$OUT/tests_$name.log" | cut -c1-200 | head
 }
+# ab_round LIMIT: one round of the four (built in PART=1) on CONFIGS, per call and per layer.
+ab_round() {
+  # shellcheck disable=SC2086
+  AB_REUSE=1 OUT=$OUT/ab timeout "$1" bash bench/ab.sh 1 $VARIANTS -- --ours-step --only $CONFIGS \
+    > "$OUT/ab_run.log" 2>&1
+  grep -E "^==|^(mla|sparse)" "$OUT/ab/ab.log" | cut -c1-120
+  rm -rf "$OUT"/ab/*_1
+}
 if [[ $PART == 1 ]]; then
   # shellcheck disable=SC2086
   OUT=$OUT/ab timeout 360 bash bench/ab.sh 0 $VARIANTS > "$OUT/ab_build.log" 2>&1 &
@@ -58,28 +66,16 @@ if [[ $PART == 1 ]]; then
 elif [[ $PART == 2 ]]; then
   [[ -d /tmp/ab_spec/jaxpaged ]] || { echo "fresh machine: run PART=1 first"; exit 1; }
   variant_pytest spec 240 -k "sparse or mla_656 or mla_quantized_caches or mla_fp8_math or mla_row_without or mla_fp8_queries"
-  # shellcheck disable=SC2086
-  AB_REUSE=1 OUT=$OUT/ab timeout $(( 585 - ($(date +%s) - start) )) bash bench/ab.sh 1 $VARIANTS \
-    -- --ours-step --only $CONFIGS > "$OUT/ab_run.log" 2>&1
-  grep -E "^==|^(mla|sparse)" "$OUT/ab/ab.log" | cut -c1-120
-  rm -rf "$OUT"/ab/*_1
+  ab_round $(( 585 - ($(date +%s) - start) ))
 else
   [[ -d /tmp/ab_spec/jaxpaged ]] || { echo "fresh machine: run PART=1 first"; exit 1; }
-  # shellcheck disable=SC2086
-  AB_REUSE=1 OUT=$OUT/ab timeout 330 bash bench/ab.sh 1 $VARIANTS \
-    -- --ours-step --only $CONFIGS > "$OUT/ab_run.log" 2>&1
-  grep -E "^==|^(mla|sparse)" "$OUT/ab/ab.log" | cut -c1-120
-  rm -rf "$OUT"/ab/*_1
+  ab_round 330
   # (built after the timing: a build beside it would load the host that dispatches the calls)
-  cmake -S /tmp/ab_src_spec -B /tmp/san_spec -G Ninja -DJAXPAGED_CUDA=ON -DJAXPAGED_SANITIZE_DRIVER=ON \
-    -DJAXPAGED_CUDA_ARCHS=90a > "$OUT/san_build.log" 2>&1 && ninja -C /tmp/san_spec jaxpaged_sanitize \
-    >> "$OUT/san_build.log" 2>&1
-  echo "sanitizer build rc $?"
-  for tool in memcheck synccheck; do
-    timeout 100 compute-sanitizer --tool $tool --error-exitcode 9 /tmp/san_spec/jaxpaged_sanitize --mla-only \
-      > "$OUT/${tool}_spec.log" 2>&1
-    echo "$tool of spec: rc $? $(grep 'ERROR SUMMARY' "$OUT/${tool}_spec.log" | tail -1)"
-  done
+  sanitizer_build spec
+  memcheck_mla spec
+  timeout $(( 590 - ($(date +%s) - start) )) compute-sanitizer --tool synccheck --error-exitcode 9 /tmp/san_spec/jaxpaged_sanitize --mla-only \
+    > "$OUT/synccheck_spec.log" 2>&1
+  echo "synccheck of spec: rc $? $(grep 'ERROR SUMMARY' "$OUT/synccheck_spec.log" | tail -1)"
 fi
 # (everything in one archive: at most 8 files come back from $OUT)
 (cd "$OUT" && tar -czf /tmp/logs_part$PART.tar.gz . && rm -rf ./* && mv /tmp/logs_part$PART.tar.gz .)

@@ -12,14 +12,6 @@ use_peers
 PART=${PART:-1}
 CONFIGS="sparse_f16_h128_b64_topk2048 sparse_h128_b128_topk2048 mla_fp8_h128_b64_ctx4k"
 VARIANTS="base=. scpairs=patch:$E/2026-11-29_ds_scale_pairs_pf.patch spec=patch:$E/2026-11-30_wide_spec_p_on_scpairs.patch"
-ab_round() {
-  # shellcheck disable=SC2086
-  AB_REUSE=1 OUT=$OUT/ab timeout "$1" bash bench/ab.sh 1 $VARIANTS -- --ours-step --only $CONFIGS \
-    > "$OUT/ab_run.log" 2>&1
-  grep -E "^==|^(mla|sparse)" "$OUT/ab/ab.log" | cut -c1-120
-  rm -rf "$OUT"/ab/*_1
-  echo "round done $(( $(date +%s) - start )) s"
-}
 if [[ $PART == 1 ]]; then
   # shellcheck disable=SC2086
   build_with_sanitizer spec $VARIANTS
@@ -28,9 +20,7 @@ if [[ $PART == 1 ]]; then
 else
   [[ -d /tmp/ab_spec/jaxpaged ]] || { echo "fresh machine: run PART=1 first"; exit 1; }
   ab_round 280
-  (timeout $(( 560 - ($(date +%s) - start) )) compute-sanitizer --tool synccheck --error-exitcode 9 \
-    /tmp/san_spec/jaxpaged_sanitize --mla-only > "$OUT/synccheck_spec.log" 2>&1
-   echo "synccheck of spec: rc $? $(grep 'ERROR SUMMARY' "$OUT/synccheck_spec.log" | tail -1)") &
+  sanitize_mla synccheck spec 560 &
   ts=/tmp/ab_src_spec/tests
   (cd /tmp && PYTHONPATH=/tmp/ab_spec:/tmp/site timeout $(( 565 - ($(date +%s) - start) )) python3 -m pytest -v \
     -p no:cacheprovider -n 8 -rf $ts/test_mla_sparse.py $ts/test_fp8.py \

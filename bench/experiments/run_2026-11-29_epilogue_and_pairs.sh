@@ -38,14 +38,7 @@ variant_pytest() {
   echo "tests of $name: rc $? - $(tail -1 "$OUT/tests_$name.log")"
   grep -E "^(FAILED|ERROR)" "$OUT/tests_$name.log" | cut -c1-200 | head
 }
-# ab_round LIMIT: one round of the four (built in PART=1) on CONFIGS, per call and per layer.
-ab_round() {
-  # shellcheck disable=SC2086
-  AB_REUSE=1 OUT=$OUT/ab timeout "$1" bash bench/ab.sh 1 $VARIANTS -- --ours-step --only $CONFIGS \
-    > "$OUT/ab_run.log" 2>&1
-  grep -E "^==|^(mla|sparse)" "$OUT/ab/ab.log" | cut -c1-120
-  rm -rf "$OUT"/ab/*_1
-}
+# (ab_round: run_lib.sh's, one round of the four built in PART=1)
 if [[ $PART == 1 ]]; then
   # shellcheck disable=SC2086
   OUT=$OUT/ab timeout 360 bash bench/ab.sh 0 $VARIANTS > "$OUT/ab_build.log" 2>&1 &
@@ -73,9 +66,7 @@ else
   # (built after the timing: a build beside it would load the host that dispatches the calls)
   sanitizer_build spec
   memcheck_mla spec
-  timeout $(( 590 - ($(date +%s) - start) )) compute-sanitizer --tool synccheck --error-exitcode 9 /tmp/san_spec/jaxpaged_sanitize --mla-only \
-    > "$OUT/synccheck_spec.log" 2>&1
-  echo "synccheck of spec: rc $? $(grep 'ERROR SUMMARY' "$OUT/synccheck_spec.log" | tail -1)"
+  sanitize_mla synccheck spec 590
 fi
 # (everything in one archive: at most 8 files come back from $OUT)
 (cd "$OUT" && tar -czf /tmp/logs_part$PART.tar.gz . && rm -rf ./* && mv /tmp/logs_part$PART.tar.gz .)

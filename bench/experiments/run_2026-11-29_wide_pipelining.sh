@@ -62,11 +62,10 @@ else
   t="cd /tmp && PYTHONPATH=/tmp/ab_$name:/tmp/site timeout \$(( 585 - (\$(date +%s) - $start) )) python3 -m pytest -v -p no:cacheprovider -n 8 -rf"
   deal 0 "$t $ts/test_mla_sparse.py > $OUT/tests_${name}_sparse.log 2>&1; echo \"sparse tests rc \$?: \$(tail -1 $OUT/tests_${name}_sparse.log)\""
   deal 1 "$t $ts/test_fp8.py -k 'mla' > $OUT/tests_${name}_fp8.log 2>&1; echo \"fp8 mla tests rc \$?: \$(tail -1 $OUT/tests_${name}_fp8.log)\""
-  k=2
-  for tool in memcheck synccheck; do
-    deal $k "timeout \$(( 585 - (\$(date +%s) - $start) )) compute-sanitizer --tool $tool --error-exitcode 9 /tmp/san_$name/jaxpaged_sanitize --mla-only > $OUT/${tool}_$name.log 2>&1; echo \"$tool rc \$?: \$(grep 'ERROR SUMMARY' $OUT/${tool}_$name.log | tail -1)\""
-    k=$((k + 1))
-  done
+  export -f sanitize_mla  # (run_lib.sh's, for the dealt commands' shells)
+  export OUT start
+  deal 2 "sanitize_mla memcheck $name"
+  deal 3 "sanitize_mla synccheck $name"
   run_dealt
   grep -hE "^(FAILED|ERROR)" "$OUT"/tests_"$name"_*.log | cut -c1-200 | head
 fi

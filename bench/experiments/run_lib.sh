@@ -74,6 +74,18 @@ sparse_ab() {
   echo "total $(( $(date +%s) - start )) s"
 }
 
+# ab_round LIMIT: one round of bench/ab.sh on the caller's $VARIANTS (built before: AB_REUSE) and
+# $CONFIGS, per call and per layer, under LIMIT seconds; its lines printed, the round's records
+# removed (a later round names them again).
+ab_round() {
+  # shellcheck disable=SC2086
+  AB_REUSE=1 OUT=$OUT/ab timeout "$1" bash bench/ab.sh 1 $VARIANTS -- --ours-step --only $CONFIGS \
+    > "$OUT/ab_run.log" 2>&1
+  grep -E "^==|^(mla|sparse)" "$OUT/ab/ab.log" | cut -c1-120
+  rm -rf "$OUT"/ab/*_1
+  echo "round done $(( $(date +%s) - start )) s"
+}
+
 # sanitizer_build NAME: the sanitizer driver of bench/ab.sh's tree /tmp/ab_src_NAME into /tmp/san_NAME,
 # in the background (san_pid); memcheck_mla NAME: memcheck of its MLA cases in the call's time left.
 sanitizer_build() {
@@ -84,9 +96,14 @@ sanitizer_build() {
 }
 memcheck_mla() {
   wait $san_pid
-  timeout $(( 585 - ($(date +%s) - start) )) compute-sanitizer --tool memcheck --error-exitcode 9 \
-    /tmp/san_$1/jaxpaged_sanitize --mla-only > "$OUT/memcheck_$1.log" 2>&1
-  echo "memcheck rc $? $(grep 'ERROR SUMMARY' "$OUT/memcheck_$1.log" | tail -1) | $(tail -1 "$OUT/memcheck_$1.log")"
+  sanitize_mla memcheck "$1"
+}
+# sanitize_mla TOOL NAME [END]: compute-sanitizer TOOL (memcheck, synccheck, ...) of /tmp/san_NAME's
+# MLA cases until END seconds of the call (default 585); log $OUT/TOOL_NAME.log, its summary printed.
+sanitize_mla() {
+  timeout $(( ${3:-585} - ($(date +%s) - start) )) compute-sanitizer --tool "$1" --error-exitcode 9 \
+    /tmp/san_$2/jaxpaged_sanitize --mla-only > "$OUT/$1_$2.log" 2>&1
+  echo "$1 of $2: rc $? $(grep 'ERROR SUMMARY' "$OUT/$1_$2.log" | tail -1) | $(tail -1 "$OUT/$1_$2.log")"
 }
 
 # build_with_sanitizer NAME VARIANT...: bench/ab.sh 0 builds the variants (NAME=SRC as ab.sh takes

@@ -34,6 +34,12 @@
 // Reading the result: FlashMLA runs ~2.84 us a tile (0.091 ms, 32 tiles); our 16-bit kernel's
 // products and softmax ~2.3 us (~4000 cycles at 1.755 GHz). If "work 4000" stays near 4000 cycles a
 // tile, the producer keeps ahead and the design's bound is the math; if not, its cost shows here.
+// Session 47 (NOTES item 72 c): modes "cluster-f16" and "local-f16" convert as ds_dequant="float16"
+// reads (f16(value x f16(scale)): one cvt e4m3x2 -> f16x2 and one mul.rn.f16x2 a pair, against the
+// bf16 reading's six instructions), the rope as it is; checked bit for bit the same way. They say
+// whether a producer of the float16 reading fills a tile faster than session 45's traces' ~2,600
+// cycles of SS products and softmax a tile (item 70 c, v1's S^T and O^T of item 66 d) - the
+// question the producer design for issue 18 hangs on. Pass "--f16" to run only those two modes.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -110,10 +116,29 @@ __device__ inline void arrive_remote(uint32_t remote_bar) {
   asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote_bar) : "memory");
 }
 
+// Sixteen e4m3 values (one 16-byte chunk) as the float16 reading's f16(value x h) (h: the group's
+// scale as an f16 pair): dims 0-7 in lo, 8-15 in hi. The bytes of each word split by a mov, so the
+// cvts read their halves in place (fp8_wide.cuh's wide_fp8x4_to_f16x2).
+__device__ __forceinline__ void fp8x16_f16_scaled(const uint4& in, uint32_t h, uint4& lo, uint4& hi) {
+  const uint32_t w[4] = {in.x, in.y, in.z, in.w};
+  uint32_t o[8];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    uint32_t a, b;
+    asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\ncvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
+        : "=r"(a), "=r"(b)
+        : "r"(w[i]));
+    o[2 * i] = f16x2_mul(a, h);
+    o[2 * i + 1] = f16x2_mul(b, h);
+  }
+  lo = make_uint4(o[0], o[1], o[2], o[3]);
+  hi = make_uint4(o[4], o[5], o[6], o[7]);
+}
+
 // mode 0: clusters (each block converts its 32 tokens, writes both blocks); 1: local (each block
 // converts all 64 tokens, writes only its own buffer; the peer's barriers are not touched).
 // (a template parameter, so that each mode's registers are its own: local mode holds a third row)
-template <int mode, bool kPrefetch>
+template <int mode, bool kPrefetch, bool kF16 = false>
 __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
     probe(const unsigned char* __restrict__ pool, int64_t pool_tokens, const int32_t* __restrict__ idx, int tiles,
           int work, long long* __restrict__ cycles, uint16_t* __restrict__ last) {
@@ -205,10 +230,12 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
       const uint32_t pf = s ? peer_full1 : peer_full0;
       auto put = [&](int tk, const Row& r) {
         const int t = clustered ? int(rank) * 32 + tk : tk;
+        const uint32_t h2 = kF16 ? pack2<gpu_half>(r.scale, r.scale) : 0u;
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
           uint4 lo, hi;
-          fp8x16_scaled_to<gpu_bf16>(r.raw[i], r.scale, lo, hi);
+          if constexpr (kF16) fp8x16_f16_scaled(r.raw[i], h2, lo, hi);
+          else fp8x16_scaled_to<gpu_bf16>(r.raw[i], r.scale, lo, hi);
           const int c = 16 * q + 2 * i;  // 16-byte output chunks c, c + 1 (dims 128 q + 16 i ..)
           const uint32_t a0 = uint32_t(s) * kTileBytes + chunk_at(t, c), a1 = uint32_t(s) * kTileBytes + chunk_at(t, c + 1);
           *reinterpret_cast<uint4*>(base + a0) = lo;
@@ -278,12 +305,25 @@ uint16_t bf16_bits(float x) {
   return uint16_t(u >> 16);
 }
 
+// The float16 reading of one latent byte: f16(value x f16(scale)) (the float32 product of an
+// e4m3 value and an f16 is exact, so rounding it once gives the device's mul.rn.f16x2).
+uint16_t f16_reading_bits(uint8_t b, float sc) {
+  const __half_raw hs = __float2half_rn(sc);
+  const __half_raw r = __float2half_rn(e4m3_to_float(b) * __half2float(__half(hs)));
+  return r.x;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const int clusters = 66, tiles = 32;
   // (the pool: 2^17 rows, 86 MB, is past L2's 50 MB; a small one, e.g. 2^14 rows, runs from L2)
-  const int64_t pool_tokens = argc > 1 ? std::atoll(argv[1]) : 1 << 17;
+  bool f16_only = false;
+  int64_t pool_tokens = 1 << 17;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--f16") == 0) f16_only = true;
+    else pool_tokens = std::atoll(argv[i]);
+  }
   std::printf("pool of %lld rows (%.1f MB)\n", (long long)pool_tokens, pool_tokens * kRow / 1e6);
   std::mt19937 rng(7);
   std::vector<unsigned char> pool(size_t(pool_tokens) * kRow);
@@ -320,9 +360,11 @@ int main(int argc, char** argv) {
   CHECK(cudaFuncSetAttribute(probe<1, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   CHECK(cudaFuncSetAttribute(probe<0, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   CHECK(cudaFuncSetAttribute(probe<1, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  CHECK(cudaFuncSetAttribute(probe<0, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  CHECK(cudaFuncSetAttribute(probe<1, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
 
   // The expected last tile of cluster k: token t of tile tiles - 1.
-  auto expected = [&](int k, int t, int d) -> uint16_t {
+  auto expected = [&](int k, int t, int d, bool f16) -> uint16_t {
     const int32_t e = idx[(size_t(k) * tiles + tiles - 1) * kTokens + t];
     if (e < 0 || e >= pool_tokens) return 0;
     const unsigned char* r = &pool[size_t(e) * kRow];
@@ -333,16 +375,23 @@ int main(int argc, char** argv) {
     }
     float sc;
     std::memcpy(&sc, r + 512 + 4 * (d / 128), 4);
-    return bf16_bits(e4m3_to_float(r[d]) * sc);
+    return f16 ? f16_reading_bits(r[d], sc) : bf16_bits(e4m3_to_float(r[d]) * sc);
   };
 
   bool all_ok = true;
-  const int works[] = {0, 2000, 3000, 4000};
-  for (int mode = 0; mode < 4; ++mode) {  // (2, 3: modes 0, 1 with the L2 prefetch)
+  const int works[] = {0, 2000, 2600, 3000, 4000};
+  const char* names[] = {"cluster", "local", "cluster+pf", "local+pf", "cluster-f16", "local-f16"};
+  for (int mode = f16_only ? 4 : 0; mode < 6; ++mode) {  // (2, 3: modes 0, 1 with the L2 prefetch; 4, 5: the float16 reading)
+    const bool f16 = mode >= 4;
     for (int work : works) {
       CHECK(cudaMemset(d_last, 0xFF, size_t(2 * clusters) * kTokens * kDims * 2));
       for (int rep = 0; rep < 2; ++rep) {  // (the first run warms up)
-        auto* k = mode == 0 ? probe<0, false> : mode == 1 ? probe<1, false> : mode == 2 ? probe<0, true> : probe<1, true>;
+        auto* k = mode == 0   ? probe<0, false>
+                  : mode == 1 ? probe<1, false>
+                  : mode == 2 ? probe<0, true>
+                  : mode == 3 ? probe<1, true>
+                  : mode == 4 ? probe<0, false, true>
+                              : probe<1, false, true>;
         k<<<2 * clusters, kThreads, kSmem>>>(d_pool, pool_tokens, d_idx, tiles, work, d_cycles, d_last);
         CHECK(cudaGetLastError());
         CHECK(cudaDeviceSynchronize());
@@ -361,10 +410,10 @@ int main(int argc, char** argv) {
       for (int b = 0; b < 2 * clusters; ++b)
         for (int t = 0; t < kTokens; ++t)
           for (int d = 0; d < kDims; ++d)
-            bad += got[(size_t(b) * kTokens + t) * kDims + d] != expected(b / 2, t, d);
+            bad += got[(size_t(b) * kTokens + t) * kDims + d] != expected(b / 2, t, d, f16);
       all_ok &= bad == 0;
-      std::printf("mode %-7s work %5d: %7.0f cycles a tile (mean over blocks), %7.0f max; last tiles %s (%ld bad)\n",
-                  mode == 0 ? "cluster" : mode == 1 ? "local" : mode == 2 ? "cluster+pf" : "local+pf", work, sum / (2 * clusters), mx, bad == 0 ? "exact" : "WRONG", bad);
+      std::printf("mode %-11s work %5d: %7.0f cycles a tile (mean over blocks), %7.0f max; last tiles %s (%ld bad)\n",
+                  names[mode], work, sum / (2 * clusters), mx, bad == 0 ? "exact" : "WRONG", bad);
     }
   }
   std::printf("%s\n", all_ok ? "PASS" : "FAIL");

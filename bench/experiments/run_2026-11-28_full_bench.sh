@@ -5,6 +5,7 @@
 # `python3 bench/bench.py --out /tmp/merged --merge <the two h100.json>` (h100.json, the plot and a
 # table-only RESULTS.md: copy the first two into bench/results, the table into bench/RESULTS.md).
 #   run tool: command "PART=1 bash bench/experiments/run_2026-11-28_full_bench.sh", carry [".whl"]
+# (PROBE=1 adds tools/dsmem_rate_probe.cu's run after the bench: see the end)
 set -uo pipefail
 source bench/experiments/run_lib.sh
 use_peers
@@ -21,4 +22,12 @@ PYTHONPATH=/tmp/jp:$PYTHONPATH timeout $(( 590 - ($(date +%s) - start) )) python
   --out "$OUT/part$PART" --part "$PART/2" > "$OUT/bench_part$PART.log" 2>&1
 echo "bench rc $?"
 grep -E "^(mla|sparse|decode|mixed)|copy bandwidth" "$OUT/bench_part$PART.log" | cut -c1-150
+# PROBE=1 (session 47's next-session entry): then tools/dsmem_rate_probe.cu, built here (~10 s) and
+# run (~10 s), its output in $OUT/dsmem_rate_probe.txt - after the bench, so it cannot disturb it.
+if [[ -n ${PROBE:-} ]]; then
+  nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I "$R/src" -o /tmp/dsmem_rate_probe \
+    "$R/tools/dsmem_rate_probe.cu" && timeout 120 /tmp/dsmem_rate_probe > "$OUT/dsmem_rate_probe.txt" 2>&1
+  echo "dsmem probe rc $?"
+  cat "$OUT/dsmem_rate_probe.txt"
+fi
 echo "total $(( $(date +%s) - start )) s"

@@ -53,8 +53,10 @@
 
 #include "common/fp8.cuh"
 #include "common/sm90/mbarrier.cuh"
+#include "sm90_cluster_probe.cuh"
 
 using namespace jaxpaged;
+using namespace probe_cluster;
 
 namespace {
 
@@ -66,54 +68,9 @@ constexpr int kPeerBytes = 32 * kDims * 2;            // the peer's half of a ti
 constexpr int kBarAt = kStages * kTileBytes;          // full[2], empty[2]
 constexpr int kSmem = kBarAt + 4 * 8 + 1024;          // (+ alignment)
 
-#define CHECK(x)                                                                       \
-  do {                                                                                 \
-    cudaError_t e_ = (x);                                                              \
-    if (e_ != cudaSuccess) {                                                           \
-      std::printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                    \
-    }                                                                                  \
-  } while (0)
-
 // Byte offset of 16-byte chunk c (dims 8c .. 8c + 7) of token t in a tile buffer.
 __host__ __device__ inline uint32_t chunk_at(int t, int c) {
   return uint32_t((c / 8) * kBlockBytes + t * 128 + (((c % 8) ^ (t % 8)) * 16));
-}
-
-__device__ inline uint32_t cta_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-__device__ inline uint32_t map_to(uint32_t local, uint32_t rank) {
-  uint32_t a;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(a) : "r"(local), "r"(rank));
-  return a;
-}
-__device__ inline void cluster_meet() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-__device__ inline void st_async16(uint32_t remote, uint4 v, uint32_t remote_bar) {
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(
-                   remote),
-               "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(remote_bar)
-               : "memory");
-}
-// A wait whose acquire covers the cluster: the phases complete by the peer's st.async bytes and
-// remote arrivals (release at cluster scope).
-__device__ inline void wait_parity(uint64_t* bar, uint32_t parity) {
-  asm volatile(
-      "{\n"
-      " .reg .pred done;\n"
-      "wait_%=:\n"
-      " mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
-      " @!done bra wait_%=;\n"
-      "}\n" ::"r"(uint32_t(__cvta_generic_to_shared(bar))),
-      "r"(parity)
-      : "memory");
-}
-__device__ inline void arrive_remote(uint32_t remote_bar) {
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote_bar) : "memory");
 }
 
 // Sixteen e4m3 values (one 16-byte chunk) as the float16 reading's f16(value x h) (h: the group's
@@ -226,7 +183,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
       }
       Row second;
       if constexpr (!clustered) load(entry(u, tk0 + 32), second);
-      wait_parity(&empty[s], (uint32_t(u / kStages) & 1u) ^ 1u);
+      cluster_wait(smem_addr(&empty[s]), (uint32_t(u / kStages) & 1u) ^ 1u);
       const uint32_t pf = s ? peer_full1 : peer_full0;
       auto put = [&](int tk, const Row& r) {
         const int t = clustered ? int(rank) * 32 + tk : tk;
@@ -264,7 +221,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
     uint32_t sink = 0;
     for (int u = 0; u < tiles; ++u) {
       const int s = u % kStages;
-      wait_parity(&full[s], uint32_t(u / kStages) & 1u);
+      cluster_wait(smem_addr(&full[s]), uint32_t(u / kStages) & 1u);
       sink += *reinterpret_cast<const uint32_t*>(base + s * kTileBytes + 16 * (tid % 128));  // (touch the tile)
       const long long w0 = clock64();
       while (clock64() - w0 < work) {

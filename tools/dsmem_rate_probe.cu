@@ -37,8 +37,10 @@
 #include <vector>
 
 #include "common/sm90/mbarrier.cuh"
+#include "sm90_cluster_probe.cuh"
 
 using namespace jaxpaged;
+using namespace probe_cluster;
 
 namespace {
 
@@ -47,50 +49,8 @@ constexpr int kThreads = 128, kMaxStages = 4, kMaxBytes = 16384;
 constexpr int kSrc = 0, kDst = kMaxStages * kMaxBytes, kBar = 2 * kMaxStages * kMaxBytes;
 constexpr int kSmem = 200 * 1024;  // (one block an SM)
 
-#define CHECK(x)                                                                       \
-  do {                                                                                 \
-    cudaError_t e_ = (x);                                                              \
-    if (e_ != cudaSuccess) {                                                           \
-      std::printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                    \
-    }                                                                                  \
-  } while (0)
-
-__device__ inline uint32_t cta_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-__device__ inline uint32_t map_to(uint32_t local, uint32_t rank) {
-  uint32_t a;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(a) : "r"(local), "r"(rank));
-  return a;
-}
-__device__ inline void cluster_meet() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-__device__ inline void wait_cluster(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n"
-      " .reg .pred done;\n"
-      "wait_%=:\n"
-      " mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
-      " @!done bra wait_%=;\n"
-      "}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
-__device__ inline void arrive_remote(uint32_t remote_bar) {
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote_bar) : "memory");
-}
 __device__ inline void expect_bytes(uint32_t bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ inline void st_async16(uint32_t remote, uint4 v, uint32_t remote_bar) {
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(
-                   remote),
-               "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(remote_bar)
-               : "memory");
 }
 __device__ inline void bulk_to_peer(uint32_t remote_dst, uint32_t local_src, uint32_t bytes, uint32_t remote_bar) {
   asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
@@ -122,7 +82,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  // Poison both receive stages (what an earlier launch left there can equal what is expected:
+  // Poison every receive stage (what an earlier launch left there can equal what is expected:
   // always so in the bulk modes without "write"); the peer writes them only after the meet.
   for (int w = tid; w < kStages * kMaxBytes / 4; w += kThreads)
     reinterpret_cast<uint32_t*>(smem + kDst)[w] = 0xFFFFFFFFu;
@@ -136,7 +96,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
 
   auto send = [&](int u) {
     const int s = u % kStages;
-    wait_cluster(empty0 + 8 * s, (uint32_t(u / kStages) & 1u) ^ 1u);  // the peer has read stage s
+    cluster_wait(empty0 + 8 * s, (uint32_t(u / kStages) & 1u) ^ 1u);  // the peer has read stage s
     const uint32_t dst = peer_base + kDst + s * kMaxBytes, pfull = peer_full0 + 8 * s;
     if constexpr (kMode == 0) {
       for (int c = tid; c < chunks; c += kThreads) {
@@ -168,7 +128,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads, 1)
     const int s = u % kStages;
     const uint32_t full = full0 + 8 * s;
     if (tid == 0) expect_bytes(full, uint32_t(bytes));
-    wait_cluster(full, uint32_t(u / kStages) & 1u);
+    cluster_wait(full, uint32_t(u / kStages) & 1u);
     const uint32_t* dst = reinterpret_cast<const uint32_t*>(smem + kDst + s * kMaxBytes);
     const uint32_t tag = kMode != 0 && !write ? uint32_t(s) : uint32_t(u);  // (see the fill below)
     if (check) {  // (and poison what was read: a transfer that never lands shows, also without "write")

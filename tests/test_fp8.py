@@ -65,6 +65,38 @@ def test_paged_fp8_decode_over_several_waves(rng):
     assert_close(lse, ref_lse, Q_DTYPE, "lse")
 
 
+@pytest.mark.parametrize("page_size, dtype", [(16, "float8_e4m3fn"), (32, "float8_e5m2"), (64, "float8_e4m3fn"),
+                                             (128, "float8_e5m2")])
+@pytest.mark.parametrize("kv_layout", ["NHD", "HND"])
+def test_paged_fp8_decode_keys_outside_the_range_never_leak(rng, page_size, dtype, kv_layout):
+    """fp8 pure decode with head dim 128, where a Hopper brings the stages by TMA as whole boxes of
+    page rows starting at a multiple of 64 keys (NOTES item 73): a box then also holds keys before
+    the window, past the length (NaN in the cache here) or on a page id out of range, which must
+    count for nothing. Lengths that end mid-page, long enough for several KV splits; NaN in every
+    key before the window of sequence 0; an out-of-range page id in sequence 3 at key 100, inside
+    the 250-key window (NaN rows for that sequence only) but outside the 77-key one."""
+    kv_lens = [1000, 37, 0, 300, 64, 129]
+    case = paged_case(rng, q_lens=[1] * 6, kv_lens=kv_lens, num_q_heads=16, num_kv_heads=2, head_dim=128,
+                      page_size=page_size, dtype=Q_DTYPE, kv_layout=kv_layout, decode=True)
+    table = np.asarray(case.block_tables).copy()
+    k, v = (np.array(c.astype(jnp.float32)) for c in (case.k_cache, case.v_cache))
+    for key in range(kv_lens[0] - 250):
+        page, slot = table[0, key // page_size], key % page_size
+        at = (page, slot) if kv_layout == "NHD" else (page, slice(None), slot)
+        k[at] = v[at] = np.nan
+    table[3, 100 // page_size] = 10**6
+    k8, v8 = _fp8.quantize(jnp.asarray(k), 0.02, dtype), _fp8.quantize(jnp.asarray(v), 0.01, dtype)
+    args = (case.q, k8, v8, case.kv_lens, jnp.asarray(table))
+    for kw in (dict(sliding_window=250), dict(sliding_window=77, soft_cap=20.0)):
+        kw.update(kv_layout=kv_layout, k_scale=0.02, v_scale=0.01, return_lse=True)
+        out, lse = jax.jit(functools.partial(jaxpaged.paged_attention, **kw))(*args)
+        ref_out, ref_lse = reference.paged_attention(*args, **kw)
+        assert_close(out, ref_out, Q_DTYPE)
+        assert_close(lse, ref_lse, Q_DTYPE, "lse")
+        nan_seqs = np.isnan(np.asarray(lse)).all(axis=1)
+        assert list(nan_seqs) == [False, False, False, kw["sliding_window"] == 250, False, False]
+
+
 @pytest.mark.parametrize("dtype", FP8)
 def test_paged_fp8_queries_of_any_magnitude(rng, dtype):
     """bf16 queries far outside float16's range, or spanning it within a head, on an fp8 cache (head

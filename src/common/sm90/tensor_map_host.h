@@ -18,7 +18,8 @@ namespace jaxpaged {
 template <int R>
 inline bool encode_tensor_map(CUtensorMap* map, CUtensorMapDataType type, const void* base, const uint64_t (&dims)[R],
                               const uint64_t (&strides)[R - 1], const uint32_t (&box)[R],
-                              CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_128B) {
+                              CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_128B,
+                              CUtensorMapL2promotion promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_256B) {
   static_assert(R >= 3 && R <= 5, "ranks 3-5");
   static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
     void* fn = nullptr;
@@ -40,8 +41,7 @@ inline bool encode_tensor_map(CUtensorMap* map, CUtensorMapDataType type, const 
     if (i < R - 1) stride[i] = strides[i];
   }
   return encode(map, type, R, const_cast<void*>(base), dim, stride, box_dim, elem_stride, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+                swizzle, promotion, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 inline bool encode_tensor_map_3d(CUtensorMap* map, CUtensorMapDataType type, const void* base,

@@ -249,6 +249,12 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
   // TMA: stage t's boxes. Lane 0 of warp w takes boxes w and w + 4 of the stage's 2 x KT / rows
   // (K's, then V's); a box past k_end or on a bad page is skipped (its rows are zeroed or masked).
   // The arrival announces the bytes first, so the barrier can never count them short.
+  // TMA: whether stage u holds keys outside [k_begin, k_end) or on a bad page (its mask is read
+  // from slot u % kMaskSlots, which holds it until the end of iteration u + 1).
+  auto stage_has_outsiders = [&](int u) {
+    const int tile_start = k_first + u * KT, mask_slot = (u % C::kMaskSlots) * 2;
+    return tile_start < k_begin || tile_start + KT > k_end || (sBadKeys[mask_slot] | sBadKeys[mask_slot + 1]) != 0;
+  };
   auto issue_stage_tma = [&](int t) {
     if constexpr (TMA) {
       static_assert(2 * KT / kPagedTmaMinPage <= 8, "at most two boxes a warp");
@@ -266,7 +272,8 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
         if (b >= boxes || stage_key + key >= k_end || bad_id(page_of[i])) page_of[i] = -1;
         bytes += page_of[i] >= 0 ? uint32_t(D << row_shift) : 0u;
       }
-      fence_proxy_async_shared();  // (the fix-up's zeros in this slot, before the engine writes it)
+      // (the fix-up's zeros in this slot, if stage t - STAGES had them, before the engine writes it)
+      if (t >= STAGES && stage_has_outsiders(t - STAGES)) fence_proxy_async_shared();
       mbar_arrive_expect_tx(&sFull[slot], bytes);
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
@@ -284,10 +291,10 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
   // page (only stages that hold such keys; all threads; the iteration's barrier follows).
   auto fix_up_stage_tma = [&](int t) {
     if constexpr (TMA) {
+      if (!stage_has_outsiders(t)) return;
       const int tile_start = k_first + t * KT;
       const int mask_slot = (t % C::kMaskSlots) * 2;
       const uint64_t bad = sBadKeys[mask_slot] | (uint64_t(sBadKeys[mask_slot + 1]) << 32);
-      if (tile_start >= k_begin && tile_start + KT <= k_end && bad == 0) return;
       // (no loop: a thread takes half a row, so ptxas keeps no per-iteration masks in registers)
       static_assert(KT * CPK_KV == 4 * kTileThreads, "a thread zeroes 4 chunks of one key");
       const int key = tid / 2, j = tile_start + key;

@@ -8,6 +8,8 @@
 #     and per layer, alternating;
 #  4. PROBE=1: tools/dsmem_rate_probe.cu (issue 18's gate, session 47's next-session entry).
 #   run tool: command "bash bench/experiments/run_2026-11-28_paged_tma.sh", carry [".whl"]
+# Ran on 0c09687 (log bench/logs/2026-11-28_h200_session48_paged_tma.log). The TMA path lost and is
+# not in the package: on later trees apply 2026-11-28_paged_tma.patch first (`patch -p1`).
 set -uo pipefail
 source bench/experiments/run_lib.sh
 use_peers

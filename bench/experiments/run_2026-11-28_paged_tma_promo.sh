@@ -3,8 +3,10 @@
 # working tree with 2026-11-28_paged_tma_promo_env.patch applied (JAXPAGED_TMA_PROMO = 0 / 64 / 128 /
 # 256 bytes, read per call) built into /tmp/jp, then ROUNDS rounds of cp.async (JAXPAGED_PAGED_TMA=0)
 # against TMA with each promotion on the three fp8 decode configs, alternating.
-#   run tool: command "bash bench/experiments/run_2026-11-28_paged_tma_promo.sh" (the patch applied
-#   to the working tree first)
+#   run tool: command "bash bench/experiments/run_2026-11-28_paged_tma_promo.sh", after
+#   `patch -p1 < bench/experiments/2026-11-28_paged_tma.patch` (the TMA path, not in the package) and
+#   the promotion patch in the working tree. Ran on 581f21f + the promotion patch
+#   (log bench/logs/2026-11-28_h200_session48_paged_tma_promo.log).
 set -uo pipefail
 source bench/experiments/run_lib.sh
 use_peers

@@ -163,32 +163,27 @@ inline bool dependent_launches() {
 }
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
-// The PTX version (major * 10 + minor) the code the runtime runs for `kernel` on the current device
-// was compiled from, looked up once per kernel and device (LaunchFacts); 0 if unknown. The
-// architecture-neutral units carry sm_80 code and compute_80 PTX beside sm_90a, so on a GPU that
-// runs those (a later architecture JIT-compiling compute_80, or a build without sm_90a) code
-// guarded by __CUDA_ARCH__ >= 900 is not there.
-template <typename Kernel>
-int kernel_ptx_on_device(Kernel kernel) {
-  const LaunchFacts::Key key{reinterpret_cast<const void*>(kernel), current_device(), -1, 0};
-  int ptx = 0;
-  if (!LaunchFacts::find(key, &ptx)) {
-    if (gpu::kernel_ptx_version(&ptx, kernel) != gpu::kSuccess) {
-      (void)gpu::last_error();
-      ptx = 0;
-    }
-    LaunchFacts::remember(key, ptx);
-  }
-  return ptx;
-}
-
 // Launches `kernel` (gpu::launch_maybe_dependent), as a dependent launch when `dependent` and the
-// code the runtime runs for it was compiled from PTX 9.0 or later (elsewhere pdl_wait() is
-// compiled out, so that code gets a plain launch).
+// code the runtime runs for it on this device was compiled from PTX 9.0 or later: the
+// architecture-neutral units also carry sm_80 code and compute_80 PTX, where pdl_wait() is
+// compiled out, so a GPU that runs those (a later architecture JIT-compiling compute_80, or a
+// build without sm_90a) gets a plain launch. The PTX version is looked up once per kernel and
+// device (LaunchFacts).
 template <typename... KArgs, typename... Args>
 ffi::Error launch_chained(bool dependent, const char* what, void (*kernel)(KArgs...), dim3 grid, dim3 block,
                           size_t smem, gpuStream_t stream, Args&&... args) {
-  if (dependent) dependent = kernel_ptx_on_device(kernel) >= 90;
+  if (dependent) {
+    const LaunchFacts::Key key{reinterpret_cast<const void*>(kernel), current_device(), -1, 0};
+    int ptx = 0;
+    if (!LaunchFacts::find(key, &ptx)) {
+      if (gpu::kernel_ptx_version(&ptx, kernel) != gpu::kSuccess) {
+        (void)gpu::last_error();
+        ptx = 0;
+      }
+      LaunchFacts::remember(key, ptx);
+    }
+    dependent = ptx >= 90;
+  }
   return launch_result(gpu::launch_maybe_dependent(dependent, kernel, grid, block, smem, stream,
                                                    std::forward<Args>(args)...),
                        what);

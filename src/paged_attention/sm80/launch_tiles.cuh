@@ -12,15 +12,6 @@
 
 namespace jaxpaged {
 
-// Whether the fp8 decode instance takes its stages by TMA (attend_tile's TMA) where it can: on
-// unless JAXPAGED_PAGED_TMA=0 (read once), and only where the TMA kernel's code was compiled from
-// PTX 9.0 or later (an sm_90a build on a Hopper; elsewhere its body is empty), cached per device.
-template <typename Kernel>
-bool paged_tma_runs(Kernel kernel) {
-  static const bool on = env_not_zero("JAXPAGED_PAGED_TMA");
-  return on && kernel_ptx_on_device(kernel) >= 90;
-}
-
 template <typename T, int D, bool LARGE, bool FP8>
 ffi::Error launch_paged_tiles(const PagedAttentionParams& p, const PagedWorkspace& w, float* ws, const int32_t* plan,
                               gpuStream_t stream) {
@@ -34,59 +25,51 @@ ffi::Error launch_paged_tiles(const PagedAttentionParams& p, const PagedWorkspac
   // the list's capacity and blocks past the list's end return at once.
   const int64_t tiles = p.decode_only ? p.num_seqs * tiles_of_rows(group) : w.list_capacity;
   const int64_t blocks = tiles * p.num_kv_heads;
-  // The rest for either kernel: the plain one, or its TMA twin with the cache's maps.
-  auto launch = [&](auto kernel, size_t smem_bytes, auto... maps) -> ffi::Error {
-    JP_RETURN_IF_ERROR(allow_smem(kernel, smem_bytes, "paged_tile_kernel (shared memory size)"));
-    const int64_t resident = resident_blocks(kernel, kTileThreads, smem_bytes);
-    // A ragged call's padding rows (owned by no sequence) are cleared by blocks after the tiles'
-    // (at most one wave of them, kTileThreads / 32 rows at a time each).
-    const int64_t pad_blocks =
-        p.decode_only ? 0 : std::min<int64_t>((p.num_tokens + kPadRowsPerBlock - 1) / kPadRowsPerBlock, resident);
-    if (blocks + pad_blocks > 0x7FFFFFFF) {
-      return ffi::Error::InvalidArgument("jaxpaged: paged_attention needs more thread blocks than a grid holds (2^31 - 1)");
-    }
-    // (pure decode: its block count is exact, so a grid that already covers every SM in one wave
-    // runs unsplit - choose_kv_splits)
-    const int splits = choose_kv_splits(blocks, w.split_cap, p.max_pages * p.page_size, 256, resident, 256,
-                                        p.decode_only ? sm_count(current_device()) : 0);
-    float* ws_out = w.split_out(ws);
-    float* ws_lse = w.split_lse(ws, splits);
-    // Pure decode needs no tile list (decode has no padding rows to clear): its blocks run in
-    // sequence order when they all fit in one wave, and otherwise each block finds its sequence in
-    // the list's longest-first order itself (up to kListFreeSeqs sequences). One kernel launch fewer
-    // per call, and no wait for it (fp8 b64: 0.226 -> 0.217 ms per call; NOTES item 58). A call
-    // with a plan reads the list the plan op made once for the step. kListFreeSeqs: where the
-    // blocks' own search measured no slower than the list (NOTES item 59, S = 128-1024 sequences of
-    // 16-512 keys or all 256): every block pays the search before its first load, and short blocks
-    // feel it - bf16 varied lengths lose 8% at S = 256 (137 against 126 us), level at 128; fp8
-    // varied level at 256, equal lengths (one reduction, no search) ahead everywhere (fp8 S = 256:
-    // 79 against 89 us). Past the limit the list is kept.
-    constexpr int64_t kListFreeSeqs = FP8 ? 256 : 128;
-    static_assert(kListFreeSeqs <= kOrderMaxSeqs, "seq_in_length_order holds at most kOrderMaxSeqs lengths");
-    const bool one_wave = blocks * splits <= resident;
-    const bool direct = p.decode_only && (one_wave || (plan == nullptr && p.num_seqs <= kListFreeSeqs));
-    const int by_length = direct && !one_wave ? 1 : 0;
-    int32_t* own = reinterpret_cast<int32_t*>(ws);
-    if (!direct && plan == nullptr) JP_RETURN_IF_ERROR(launch_paged_schedule(p, own, w.list_capacity, stream));
-    const int32_t* work = direct ? nullptr : (plan != nullptr ? plan : own);
-    // Dependent launches on Hopper: behind this call's own schedule kernel (which lets this one
-    // launch at once; its blocks wait for it), and the split merge behind this kernel (launched as
-    // its blocks exit): the launch gaps overlap. Not as a call's first kernel: behind another
-    // kernel it gains nothing, and it measured slower per call on decode_b16_ctx2k (NOTES item 46).
-    const bool dependent = dependent_launches();
-    JP_RETURN_IF_ERROR(launch_chained(dependent && work == own, "paged_tile_kernel", kernel,
-                                      dim3(unsigned(blocks + pad_blocks), unsigned(splits)), dim3(kTileThreads),
-                                      smem_bytes, stream, p, page_shift_of(p.page_size), work, by_length, blocks, ws_out,
-                                      ws_lse, maps...));
-    if (splits == 1) return ffi::Error::Success();
-    return launch_combine_splits<T>(ws_out, ws_lse, splits, rows, D, static_cast<T*>(p.out), p.lse, stream, dependent);
-  };
-  if constexpr (kPagedTmaInstance<D, LARGE, FP8>) {
-    auto tma_kernel = paged_tile_tma_kernel<T, D, LARGE, FP8>;
-    PagedTmaMaps maps{};
-    if (paged_tma_runs(tma_kernel) && make_paged_tma_maps(p, &maps)) return launch(tma_kernel, C::kTmaSmemBytes, maps);
+  auto kernel = paged_tile_kernel<T, D, LARGE, FP8>;
+  JP_RETURN_IF_ERROR(allow_smem(kernel, C::kSmemBytes, "paged_tile_kernel (shared memory size)"));
+  const int64_t resident = resident_blocks(kernel, kTileThreads, C::kSmemBytes);
+  // A ragged call's padding rows (owned by no sequence) are cleared by blocks after the tiles'
+  // (at most one wave of them, kTileThreads / 32 rows at a time each).
+  const int64_t pad_blocks =
+      p.decode_only ? 0 : std::min<int64_t>((p.num_tokens + kPadRowsPerBlock - 1) / kPadRowsPerBlock, resident);
+  if (blocks + pad_blocks > 0x7FFFFFFF) {
+    return ffi::Error::InvalidArgument("jaxpaged: paged_attention needs more thread blocks than a grid holds (2^31 - 1)");
   }
-  return launch(paged_tile_kernel<T, D, LARGE, FP8>, C::kSmemBytes);
+  // (pure decode: its block count is exact, so a grid that already covers every SM in one wave
+  // runs unsplit - choose_kv_splits)
+  const int splits = choose_kv_splits(blocks, w.split_cap, p.max_pages * p.page_size, 256, resident, 256,
+                                      p.decode_only ? sm_count(current_device()) : 0);
+  float* ws_out = w.split_out(ws);
+  float* ws_lse = w.split_lse(ws, splits);
+  // Pure decode needs no tile list (decode has no padding rows to clear): its blocks run in
+  // sequence order when they all fit in one wave, and otherwise each block finds its sequence in
+  // the list's longest-first order itself (up to kListFreeSeqs sequences). One kernel launch fewer
+  // per call, and no wait for it (fp8 b64: 0.226 -> 0.217 ms per call; NOTES item 58). A call
+  // with a plan reads the list the plan op made once for the step. kListFreeSeqs: where the
+  // blocks' own search measured no slower than the list (NOTES item 59, S = 128-1024 sequences of
+  // 16-512 keys or all 256): every block pays the search before its first load, and short blocks
+  // feel it - bf16 varied lengths lose 8% at S = 256 (137 against 126 us), level at 128; fp8
+  // varied level at 256, equal lengths (one reduction, no search) ahead everywhere (fp8 S = 256:
+  // 79 against 89 us). Past the limit the list is kept.
+  constexpr int64_t kListFreeSeqs = FP8 ? 256 : 128;
+  static_assert(kListFreeSeqs <= kOrderMaxSeqs, "seq_in_length_order holds at most kOrderMaxSeqs lengths");
+  const bool one_wave = blocks * splits <= resident;
+  const bool direct = p.decode_only && (one_wave || (plan == nullptr && p.num_seqs <= kListFreeSeqs));
+  const int by_length = direct && !one_wave ? 1 : 0;
+  int32_t* own = reinterpret_cast<int32_t*>(ws);
+  if (!direct && plan == nullptr) JP_RETURN_IF_ERROR(launch_paged_schedule(p, own, w.list_capacity, stream));
+  const int32_t* work = direct ? nullptr : (plan != nullptr ? plan : own);
+  // Dependent launches on Hopper: behind this call's own schedule kernel (which lets this one
+  // launch at once; its blocks wait for it), and the split merge behind this kernel (launched as
+  // its blocks exit): the launch gaps overlap. Not as a call's first kernel: behind another
+  // kernel it gains nothing, and it measured slower per call on decode_b16_ctx2k (NOTES item 46).
+  const bool dependent = dependent_launches();
+  JP_RETURN_IF_ERROR(launch_chained(dependent && work == own, "paged_tile_kernel", kernel,
+                                    dim3(unsigned(blocks + pad_blocks), unsigned(splits)), dim3(kTileThreads),
+                                    C::kSmemBytes, stream, p, page_shift_of(p.page_size), work, by_length, blocks, ws_out,
+                                    ws_lse));
+  if (splits == 1) return ffi::Error::Success();
+  return launch_combine_splits<T>(ws_out, ws_lse, splits, rows, D, static_cast<T*>(p.out), p.lse, stream, dependent);
 }
 
 }  // namespace jaxpaged

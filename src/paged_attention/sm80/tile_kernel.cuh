@@ -38,12 +38,8 @@
 #include "common/pdl.cuh"
 #include "common/masking.h"
 #include "common/sm80/mma.cuh"
-#include "common/sm90/mbarrier.cuh"
-#include "common/sm90/tma.cuh"
-#include "common/sm90/wgmma.cuh"  // fence_proxy_async_shared
 #include "paged_attention/length_order.cuh"
 #include "paged_attention/params.h"
-#include "paged_attention/sm90/tma_maps.h"
 #include "paged_attention/workspace.h"  // tile shapes
 
 namespace jaxpaged {
@@ -72,9 +68,6 @@ struct TileConfig {
   static constexpr int kMaskSlots = kStages + 1;
   static constexpr size_t kSmemBytes =
       size_t(kQRows) * D * 2 + kStageRegion + size_t(kStages) * kKeys * 4 + size_t(kMaskSlots) * 8;
-  // TMA instances (kRegFp8 decode tiles on Hopper): one "full" barrier per stage after the masks,
-  // and up to 1 KiB to align the stages to the 128-byte swizzle's 1024-byte period.
-  static constexpr size_t kTmaSmemBytes = kSmemBytes + size_t(kStages) * 8 + 1024;
   // The small tile's warp merge reuses the stage region: (kKeys / 16) x 16 rows x (D + 2) floats.
   static_assert(kKeys * (D + 2) * 4 <= kStageRegion, "merge buffer must fit the stages");
 };
@@ -87,12 +80,11 @@ __device__ __forceinline__ int swz(int r, int c) {
 
 // One tile of one sequence for one KV head and KV split. WM = warps along rows (1: small tile,
 // 4: large tile). FP8: the caches hold fp8 (p.kv_e5m2 says which), scaled by k_scale / v_scale.
-// TMA (the register path's decode tiles on Hopper, with `maps`): the stages come by TMA (below).
-template <typename T, int D, bool LARGE, bool FP8, int WM, bool E5M2 = false, bool TMA = false>
+template <typename T, int D, bool LARGE, bool FP8, int WM, bool E5M2 = false>
 __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int page_shift, int seq,
                                             int q_begin, int q_len, int tile, int kv_head,
                                             unsigned char* smem, float* __restrict__ ws_out,
-                                            float* __restrict__ ws_lse, const PagedTmaMaps* maps = nullptr) {
+                                            float* __restrict__ ws_lse) {
   using C = TileConfig<D, LARGE, FP8>;
   using KV = std::conditional_t<FP8, uint8_t, T>;  // cache element
   constexpr int STAGES = C::kStages;
@@ -117,17 +109,6 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
   // 16 c + 2 n + parity. No conversion pass, no second barrier per stage, no 16-bit buffer.
   constexpr bool kRegFp8 = FP8 && WM == 1 && C::kRegFp8;
   static_assert(!kRegFp8 || (WD == 1 && D == 128), "the register path: one warp over all columns");
-  // TMA: each stage's K and V arrive as boxes of whole key rows of one page (tma_maps.h: a page of
-  // 16-32 keys, or 64 keys of a larger page), issued by lane 0 of each warp after the iteration's
-  // barrier, in the 128-byte swizzle that the register path's cp.async placement already is; the
-  // stage's "full" mbarrier counts the four warps' arrivals and the boxes' bytes. Replaces 8
-  // cp.async a thread a stage and their address arithmetic by a few box requests a warp. The
-  // stages then start at a multiple of 64 keys (k_first: whole boxes), so a stage may hold keys
-  // outside [k_begin, k_end), or (whole boxes skipped) stale rows of an earlier stage, or a bad
-  // page's: they are masked like every key outside a row's range, and their V rows are zeroed
-  // before the products read them (a probability of 0 times a NaN would be NaN).
-  static_assert(!TMA || (kRegFp8 && WM == 1), "TMA: the register path's decode tiles only");
-  if constexpr (TMA) smem += (1024 - (smem_addr(smem) & 1023)) & 1023;
   // The register path with bf16 queries runs its products on f16 tensor cores (M): an fp8 value is
   // an f16 exactly (one cvt per two values, where bf16 needs the f16 widened and packed again: 4),
   // the queries become f16 times a power of two per row (exact: bf16's 8 bits fit f16's 11; the
@@ -164,8 +145,7 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
   const int chunk = (per_split + KT - 1) / KT * KT;  // whole stages per split
   const int k_begin = u_begin + split * chunk;
   const int k_end = min(u_end, k_begin + chunk);
-  const int k_first = TMA ? k_begin & ~(KT - 1) : k_begin;  // stage t holds keys k_first + t KT ..
-  const int num_tiles = k_end > k_begin ? (k_end - k_first + KT - 1) / KT : 0;
+  const int num_tiles = k_end > k_begin ? (k_end - k_begin + KT - 1) / KT : 0;
 
   // The first stages' page ids (threads < KT: key `tid` of each), loaded here, ahead of the queries
   // and of every shared-memory store that needs them, so the STAGES table reads and the queries'
@@ -175,7 +155,7 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
   // dependent reads (NOTES item 52 g).
   const int32_t* table = p.block_tables + int64_t(seq) * p.max_pages;
   auto lookup = [&](int t) {  // page id of key `tid` of stage t (threads < KT)
-    const int j = k_first + t * KT + tid;
+    const int j = k_begin + t * KT + tid;
     return j < k_end ? table[j >> page_shift] : 0;
   };
   int first_pages[STAGES];
@@ -235,7 +215,7 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
 #pragma unroll
     for (int i = 0; i < PASSES; ++i) {
       const int key = my_key0 + i * KEYS_PER_PASS;
-      const int j = k_first + t * KT + key;
+      const int j = k_begin + t * KT + key;
       const int page = pages[key];
       const bool valid = j < k_end && !bad_id(page);  // a bad page is marked, not read
       const int64_t off = valid ? int64_t(page) * p.page_stride + int64_t(j & page_mask) * p.slot_stride : 0;
@@ -243,69 +223,6 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
                              : (FP8 ? key * D + my_chunk * 16 : swz<D>(key, my_chunk));
       cp_async_16(sK + at, k_base + off, valid);
       cp_async_16(sV + at, v_base + off, valid);
-    }
-  };
-  uint64_t* sFull = reinterpret_cast<uint64_t*>(sBadKeys + C::kMaskSlots * 2);  // [STAGES] (TMA)
-  // TMA: stage t's boxes. Lane 0 of warp w takes boxes w and w + 4 of the stage's 2 x KT / rows
-  // (K's, then V's); a box past k_end or on a bad page is skipped (its rows are zeroed or masked).
-  // The arrival announces the bytes first, so the barrier can never count them short.
-  // TMA: whether stage u holds keys outside [k_begin, k_end) or on a bad page (its mask is read
-  // from slot u % kMaskSlots, which holds it until the end of iteration u + 1).
-  auto stage_has_outsiders = [&](int u) {
-    const int tile_start = k_first + u * KT, mask_slot = (u % C::kMaskSlots) * 2;
-    return tile_start < k_begin || tile_start + KT > k_end || (sBadKeys[mask_slot] | sBadKeys[mask_slot + 1]) != 0;
-  };
-  auto issue_stage_tma = [&](int t) {
-    if constexpr (TMA) {
-      static_assert(2 * KT / kPagedTmaMinPage <= 8, "at most two boxes a warp");
-      if (lane != 0) return;
-      // (pages are powers of two: a box's keys and the boxes of K (or V) by shifts, no division)
-      const int row_shift = min(page_shift, 6), boxes = 2 * (KT >> row_shift);  // box rows: 1 << row_shift
-      const int slot = t % STAGES, stage_key = k_first + t * KT;
-      const bool head_inner = paged_tma_head_inner(p);
-      int page_of[2];
-      uint32_t bytes = 0;
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const int b = warp + 4 * i, key = (b << row_shift) & (KT - 1);  // (V's boxes after K's)
-        page_of[i] = b < boxes ? sPages[slot * KT + key] : -1;
-        if (b >= boxes || stage_key + key >= k_end || bad_id(page_of[i])) page_of[i] = -1;
-        bytes += page_of[i] >= 0 ? uint32_t(D << row_shift) : 0u;
-      }
-      // (the fix-up's zeros in this slot, if stage t - STAGES had them, before the engine writes it)
-      if (t >= STAGES && stage_has_outsiders(t - STAGES)) fence_proxy_async_shared();
-      mbar_arrive_expect_tx(&sFull[slot], bytes);
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        if (page_of[i] < 0) continue;
-        const int b = warp + 4 * i, kv = b >= boxes / 2 ? 1 : 0, key = (b << row_shift) & (KT - 1);
-        const int in_page = (stage_key + key) & page_mask;
-        tma_load_4d(sRaw + (slot * 2 + kv) * KT * D + key * D, kv ? &maps->v : &maps->k, 0,
-                    head_inner ? kv_head : in_page, head_inner ? in_page : kv_head, page_of[i], &sFull[slot]);
-      }
-    } else {
-      (void)t;
-    }
-  };
-  // TMA: after stage t has landed, zero the V rows of its keys outside [k_begin, k_end) or on a bad
-  // page (only stages that hold such keys; all threads; the iteration's barrier follows).
-  auto fix_up_stage_tma = [&](int t) {
-    if constexpr (TMA) {
-      if (!stage_has_outsiders(t)) return;
-      const int tile_start = k_first + t * KT;
-      const int mask_slot = (t % C::kMaskSlots) * 2;
-      const uint64_t bad = sBadKeys[mask_slot] | (uint64_t(sBadKeys[mask_slot + 1]) << 32);
-      // (no loop: a thread takes half a row, so ptxas keeps no per-iteration masks in registers)
-      static_assert(KT * CPK_KV == 4 * kTileThreads, "a thread zeroes 4 chunks of one key");
-      const int key = tid / 2, j = tile_start + key;
-      if (j < k_begin || j >= k_end || ((bad >> key) & 1)) {
-        uint4* row = reinterpret_cast<uint4*>(reinterpret_cast<uint8_t*>(sRaw + (t % STAGES) * 2 * KT * D) + KT * D +
-                                              key * D + (tid % 2) * 64);
-#pragma unroll
-        for (int c = 0; c < 4; ++c) row[c] = make_uint4(0u, 0u, 0u, 0u);
-      }
-    } else {
-      (void)t;
     }
   };
   // FP8: stage t's bytes as 16-bit values into the swizzled buffer the math reads. The format is
@@ -332,22 +249,11 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
 #pragma unroll
     for (int s = 0; s < STAGES; ++s) publish_pages(s, first_pages[s]);
   }
-  if constexpr (TMA) {
-    if (tid == 0) {
-#pragma unroll
-      for (int s = 0; s < STAGES; ++s) mbar_init(&sFull[s], kTileThreads / 32);  // a warp's arrival each
-      fence_proxy_async_shared();  // the barriers, for the copy engine's arrivals
-    }
-  }
   __syncthreads();
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if constexpr (TMA) {
-      if (s < num_tiles) issue_stage_tma(s);
-    } else {
-      if (s < num_tiles) issue_stage(s);
-      cp_async_commit();  // group 0 also holds the queries
-    }
+    if (s < num_tiles) issue_stage(s);
+    cp_async_commit();  // group 0 also holds the queries
   }
 
   // This thread's two rows of its warp's 16 (mma accumulator layout) and the keys each sees,
@@ -430,20 +336,11 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
   }
   const int q_row = wm * 16 + (lane & 15);
   for (int t = 0; t < num_tiles; ++t) {
-    if constexpr (TMA) {
-      mbar_wait(&sFull[t % STAGES], uint32_t(t / STAGES) & 1u);  // stage t has landed
-      fix_up_stage_tma(t);
-    } else {
-      cp_async_wait<STAGES - 2>();  // stage t (and the queries) have landed for this thread
-    }
+    cp_async_wait<STAGES - 2>();  // stage t (and the queries) have landed for this thread
     __syncthreads();                  // ... for every thread; and stage t - 1 is free again
     const int next = t + STAGES - 1;
-    if constexpr (TMA) {
-      if (next < num_tiles) issue_stage_tma(next);
-    } else {
-      if (next < num_tiles) issue_stage(next);
-      cp_async_commit();
-    }
+    if (next < num_tiles) issue_stage(next);
+    cp_async_commit();
     const int pending_page = (tid < KT && next + 1 < num_tiles) ? lookup(next + 1) : 0;
     if constexpr (FP8 && !kRegFp8) {
       convert_stage(t);  // the barrier above: every warp is done reading the previous stage
@@ -456,7 +353,7 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
     // (the register path reads stage t's fp8 bytes where they landed)
     [[maybe_unused]] const uint8_t* rawK = reinterpret_cast<const uint8_t*>(sRaw + (t % STAGES) * 2 * KT * D);
     [[maybe_unused]] const uint8_t* rawV = rawK + KT * D;
-    const int tile_start = k_first + t * KT;
+    const int tile_start = k_begin + t * KT;
     const int mask_slot = (t % C::kMaskSlots) * 2;
     const uint64_t bad_keys =
         sBadKeys[mask_slot] | (KT > 32 ? uint64_t(sBadKeys[mask_slot + 1]) << 32 : uint64_t(0));
@@ -825,12 +722,10 @@ __device__ void clear_padding_rows(const PagedAttentionParams& p, int64_t index,
 // length order when `by_length` (seq_in_length_order). A plan is caller data: its header is
 // clamped to the list's capacity and its entries are checked, so a wrong one costs rows their
 // values (never an access out of bounds).
-// (The body of both kernels below; TMA: paged_tile_tma_kernel's, with its maps.)
-template <typename T, int D, bool LARGE, bool FP8, bool TMA>
-__device__ __forceinline__ void paged_tile_body(const PagedAttentionParams& p, int page_shift,
-                                                const int32_t* __restrict__ work, int by_length, int64_t tile_blocks,
-                                                float* __restrict__ ws_out, float* __restrict__ ws_lse,
-                                                const PagedTmaMaps* maps) {
+template <typename T, int D, bool LARGE, bool FP8>
+__global__ void __launch_bounds__(kTileThreads)
+    paged_tile_kernel(const PagedAttentionParams p, int page_shift, const int32_t* __restrict__ work,
+                      int by_length, int64_t tile_blocks, float* __restrict__ ws_out, float* __restrict__ ws_lse) {
   extern __shared__ __align__(16) unsigned char smem[];
   // A dependent launch on Hopper (dependent_launches): nothing is read or written before the
   // kernel ahead (the tile schedule, or what wrote q / the caches / the outputs) is done.
@@ -874,47 +769,17 @@ __device__ __forceinline__ void paged_tile_body(const PagedAttentionParams& p, i
   if constexpr (LARGE) {
     if (large) {
       attend_tile<T, D, LARGE, FP8, 4>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
-      (void)maps;
       return;
     }
   }
   if (large) return;
   if constexpr (TileConfig<D, LARGE, FP8>::kRegFp8) {  // (the fp8 format as a constant in the math)
     if (p.kv_e5m2) {
-      attend_tile<T, D, LARGE, FP8, 1, true, TMA>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out,
-                                                  ws_lse, maps);
+      attend_tile<T, D, LARGE, FP8, 1, true>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
       return;
     }
   }
-  attend_tile<T, D, LARGE, FP8, 1, false, TMA>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse,
-                                               maps);
-}
-
-template <typename T, int D, bool LARGE, bool FP8>
-__global__ void __launch_bounds__(kTileThreads)
-    paged_tile_kernel(const PagedAttentionParams p, int page_shift, const int32_t* __restrict__ work,
-                      int by_length, int64_t tile_blocks, float* __restrict__ ws_out, float* __restrict__ ws_lse) {
-  paged_tile_body<T, D, LARGE, FP8, false>(p, page_shift, work, by_length, tile_blocks, ws_out, ws_lse, nullptr);
-}
-
-// Whether an instance has a TMA twin: the register path's decode instance (fp8, D = 128, no large
-// tiles). Its code exists only where compiled from PTX 9.0 or later (the launcher checks).
-template <int D, bool LARGE, bool FP8>
-constexpr bool kPagedTmaInstance = !LARGE && TileConfig<D, LARGE, FP8>::kRegFp8;
-
-// The same with the stages brought by TMA (attend_tile's TMA), on Hopper. Three blocks an SM, as
-// the plain instance's registers and shared memory allow (ptxas would otherwise take 185 registers,
-// leaving room for two).
-template <typename T, int D, bool LARGE, bool FP8>
-__global__ void __launch_bounds__(kTileThreads, 3)
-    paged_tile_tma_kernel(const PagedAttentionParams p, int page_shift, const int32_t* __restrict__ work,
-                          int by_length, int64_t tile_blocks, float* __restrict__ ws_out, float* __restrict__ ws_lse,
-                          const __grid_constant__ PagedTmaMaps maps) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if constexpr (kPagedTmaInstance<D, LARGE, FP8>) {
-    paged_tile_body<T, D, LARGE, FP8, true>(p, page_shift, work, by_length, tile_blocks, ws_out, ws_lse, &maps);
-  }
-#endif
+  attend_tile<T, D, LARGE, FP8, 1>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
 }
 
 }  // namespace jaxpaged

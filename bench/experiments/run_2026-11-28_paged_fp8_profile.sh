@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Session 48 (NOTES item 73 c): HEAD (cp.async stages) on the GPU in one call (carry .whl):
+#  1. build (sm_90a) into /tmp/jp; test_fp8.py's paged tests (the new keys-outside-the-range test
+#     on the shipped kernel) and the GQA decode loop;
+#  2. ncu --set full with source of the tile kernel of decode_fp8_b64_ctx4k, decode_fp8_b8_ctx32k
+#     and (for contrast: 100% of copy bandwidth) decode_b64_ctx4k: the details page's sections
+#     in $OUT/profile_details.txt, each kernel's top SASS lines and opcode shares in
+#     $OUT/profile_source_CONFIG.txt (tools/ncu_top_lines.py).
+#   run tool: command "bash bench/experiments/run_2026-11-28_paged_fp8_profile.sh", carry [".whl"]
+set -uo pipefail
+source bench/experiments/run_lib.sh
+use_peers
+export PYTHONUNBUFFERED=1
+build_into /tmp/jp
+timeout 150 python3 -m pytest -q -p no:cacheprovider -n 8 "$R/tests/test_fp8.py" "$R/tests/test_decode_loop.py" \
+  -k "paged or gqa" > "$OUT/tests.log" 2>&1
+echo "tests: rc $? - $(tail -1 "$OUT/tests.log")"
+grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -10
+for cfg in decode_fp8_b64_ctx4k decode_fp8_b8_ctx32k decode_b64_ctx4k; do
+  timeout 150 ncu --set full --import-source yes -k regex:paged_tile -c 1 -f -o "/tmp/prof_$cfg" \
+    python3 "$R/bench/profile_one.py" "$cfg" > "/tmp/prof_$cfg.log" 2>&1
+  echo "== $cfg: ncu rc $?"
+  { echo "=== $cfg"; ncu -i "/tmp/prof_$cfg.ncu-rep" --page details 2>&1; } >> "$OUT/profile_details.txt"
+  ncu -i "/tmp/prof_$cfg.ncu-rep" --page source --csv --print-source sass > "/tmp/src_$cfg.csv" 2>/dev/null &&
+    python3 "$R/tools/ncu_top_lines.py" "/tmp/src_$cfg.csv" 60 > "$OUT/profile_source_$cfg.txt" 2>&1
+done
+grep -E "^=== |Duration|DRAM Throughput|Issue Slots Busy|Eligible Warps|Warp Cycles Per Issued|Executed Instructions  |Registers Per|Achieved Occupancy|Memory Throughput" \
+  "$OUT/profile_details.txt" | head -60
+echo "total $(( $(date +%s) - start )) s"

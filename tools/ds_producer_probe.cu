@@ -74,17 +74,15 @@ __host__ __device__ inline uint32_t chunk_at(int t, int c) {
 }
 
 // Sixteen e4m3 values (one 16-byte chunk) as the float16 reading's f16(value x h) (h: the group's
-// scale as an f16 pair): dims 0-7 in lo, 8-15 in hi. The bytes of each word split by a mov, so the
-// cvts read their halves in place (fp8_wide.cuh's wide_fp8x4_to_f16x2).
+// scale as an f16 pair): dims 0-7 in lo, 8-15 in hi (common/fp8.cuh's fp8x4_to_half2x2_bits: the
+// cvts read each word's halves in place).
 __device__ __forceinline__ void fp8x16_f16_scaled(const uint4& in, uint32_t h, uint4& lo, uint4& hi) {
   const uint32_t w[4] = {in.x, in.y, in.z, in.w};
   uint32_t o[8];
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     uint32_t a, b;
-    asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\ncvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
-        : "=r"(a), "=r"(b)
-        : "r"(w[i]));
+    fp8x4_to_half2x2_bits<false>(w[i], a, b);
     o[2 * i] = f16x2_mul(a, h);
     o[2 * i + 1] = f16x2_mul(b, h);
   }

@@ -62,6 +62,29 @@ __device__ __forceinline__ uint32_t fp8x2_to_half2_bits(uint32_t two, bool e5m2)
 #endif
 }
 
+// Four fp8 values (a word, low byte first) as two half2s' bits: bytes 0-1 in `lo`, 2-3 in `hi`.
+// Where the conversion is an instruction (sm_89 and later) the word's halves are split by a
+// `mov.b32 {l, h}`, which F2FP reads in place (its .H1 operand): no shift for the high pair and no
+// mask for the low one, as fp8x2_to_half2_bits on `w & 0xFFFF` and `w >> 16` costs. Used by the
+// paged tile kernel's register path and the wide fp8 MLA kernel.
+template <bool kE5m2>
+__device__ __forceinline__ void fp8x4_to_half2x2_bits(uint32_t w, uint32_t& lo, uint32_t& hi) {
+#if !defined(JAXPAGED_VENDOR_HIP) && !defined(JAXPAGED_PORTABLE_FP8) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  if constexpr (kE5m2) {
+    asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e5m2x2 %0, l;\ncvt.rn.f16x2.e5m2x2 %1, h;\n}\n"
+        : "=r"(lo), "=r"(hi)
+        : "r"(w));
+  } else {
+    asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\ncvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
+        : "=r"(lo), "=r"(hi)
+        : "r"(w));
+  }
+#else
+  lo = fp8x2_to_half2_bits(w & 0xFFFFu, kE5m2);
+  hi = fp8x2_to_half2_bits(w >> 16, kE5m2);
+#endif
+}
+
 // A half2's bits as a pair of T (the tensor-core operand register of two values).
 template <typename T>
 __device__ __forceinline__ uint32_t half2_bits_as(uint32_t h);
@@ -77,15 +100,25 @@ __device__ __forceinline__ uint32_t half2_bits_as<gpu_bf16>(uint32_t h) {
   return pack2<gpu_bf16>(f.x, f.y);  // exact: the values are fp8 values
 }
 
-// Sixteen fp8 values (one 16-byte chunk) as sixteen T values: two 16-byte chunks of T.
-template <typename T>
+// Sixteen fp8 values (one 16-byte chunk) as sixteen T values: two 16-byte chunks of T. The format:
+// kFmt 0 (e4m3) or 1 (e5m2) at compile time, each word through fp8x4_to_half2x2_bits; or kFmt -1,
+// `e5m2` at run time, each pair masked or shifted out (the MLA gathering loader's: the in-place
+// split made its loader warpgroup spill more).
+template <typename T, int kFmt = -1>
 __device__ __forceinline__ void fp8x16_to(const uint4& in, uint4& lo, uint4& hi, bool e5m2) {
   const uint32_t w[4] = {in.x, in.y, in.z, in.w};
   uint32_t o[8];
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    o[2 * i] = half2_bits_as<T>(fp8x2_to_half2_bits(w[i] & 0xFFFFu, e5m2));
-    o[2 * i + 1] = half2_bits_as<T>(fp8x2_to_half2_bits(w[i] >> 16, e5m2));
+    if constexpr (kFmt >= 0) {
+      uint32_t a, b;
+      fp8x4_to_half2x2_bits<kFmt == 1>(w[i], a, b);
+      o[2 * i] = half2_bits_as<T>(a);
+      o[2 * i + 1] = half2_bits_as<T>(b);
+    } else {
+      o[2 * i] = half2_bits_as<T>(fp8x2_to_half2_bits(w[i] & 0xFFFFu, e5m2));
+      o[2 * i + 1] = half2_bits_as<T>(fp8x2_to_half2_bits(w[i] >> 16, e5m2));
+    }
   }
   lo = make_uint4(o[0], o[1], o[2], o[3]);
   hi = make_uint4(o[4], o[5], o[6], o[7]);

@@ -125,29 +125,14 @@ __device__ __forceinline__ int wide_launder(int x) {
   asm volatile("" : "+r"(x));
   return x;
 }
-// The four fp8 values of w as two f16x2 (lo: bytes 0, 1; hi: bytes 2, 3). The halves are split
-// with a mov, so the conversions read them in place (F2FP's .H1 operand): no shift or mask per pair
-// (common/fp8.cuh's fp8x2_to_half2_bits masks the low half and a shift feeds the high one).
-template <bool kE5m2>
-__device__ __forceinline__ void wide_fp8x4_to_f16x2(uint32_t w, uint32_t& lo, uint32_t& hi) {
-  if constexpr (kE5m2) {
-    asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e5m2x2 %0, l;\ncvt.rn.f16x2.e5m2x2 %1, h;\n}\n"
-        : "=r"(lo), "=r"(hi)
-        : "r"(w));
-  } else {
-    asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\ncvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
-        : "=r"(lo), "=r"(hi)
-        : "r"(w));
-  }
-}
 // S^T's A fragments of k-steps 2 kk and 2 kk + 1 from an ldmatrix x4 of the raw tile (raw[0]: token
 // g, bytes 4c .. 4c + 3 of the first 16 dims; raw[1]: token g + 8; raw[2], raw[3]: the next 16).
 template <bool kE5m2>
 __device__ __forceinline__ void wide_k_fragments(uint32_t* set, const uint32_t (&raw)[4]) {
 #pragma unroll
   for (int s = 0; s < 2; ++s) {
-    wide_fp8x4_to_f16x2<kE5m2>(raw[2 * s], set[4 * s + 0], set[4 * s + 2]);
-    wide_fp8x4_to_f16x2<kE5m2>(raw[2 * s + 1], set[4 * s + 1], set[4 * s + 3]);
+    fp8x4_to_half2x2_bits<kE5m2>(raw[2 * s], set[4 * s + 0], set[4 * s + 2]);
+    fp8x4_to_half2x2_bits<kE5m2>(raw[2 * s + 1], set[4 * s + 1], set[4 * s + 3]);
   }
 }
 // O^T's A fragments of two k-steps (32 tokens) from an ldmatrix x4 .trans of the raw tile (raw[q]:
@@ -159,8 +144,8 @@ __device__ __forceinline__ void wide_v_fragments(uint32_t* set, const uint32_t (
   for (int s = 0; s < 2; ++s) {
     const uint32_t even = __byte_perm(raw[2 * s], raw[2 * s + 1], 0x6420);  // column 2g
     const uint32_t odd = __byte_perm(raw[2 * s], raw[2 * s + 1], 0x7531);   // column 2g + 1
-    wide_fp8x4_to_f16x2<kE5m2>(even, set[4 * s + 0], set[4 * s + 2]);
-    wide_fp8x4_to_f16x2<kE5m2>(odd, set[4 * s + 1], set[4 * s + 3]);
+    fp8x4_to_half2x2_bits<kE5m2>(even, set[4 * s + 0], set[4 * s + 2]);
+    fp8x4_to_half2x2_bits<kE5m2>(odd, set[4 * s + 1], set[4 * s + 3]);
   }
 }
 

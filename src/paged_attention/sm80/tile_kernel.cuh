@@ -116,6 +116,7 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
   // multiplier), P is f16 (<= 1). NOTES item 50 k.
   constexpr bool kF16 = kRegFp8 && std::is_same<T, gpu_bf16>::value;
   using M = std::conditional_t<kF16, gpu_half, T>;  // the products' 16-bit type
+  static_assert(!kRegFp8 || std::is_same<M, gpu_half>::value, "the register path multiplies in float16");
   const int split = blockIdx.y, num_splits = gridDim.y;
   const int G = int(p.num_q_heads / p.num_kv_heads);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -234,7 +235,7 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
     for (int c = tid; c < 2 * KT * CPK_KV; c += kTileThreads) {  // K's chunks, then V's
       const int kv = c / (KT * CPK_KV), key = (c / CPK_KV) % KT, ch = c % CPK_KV;
       uint4 lo, hi;
-      fp8x16_to<T>(*reinterpret_cast<const uint4*>(raw + (kv * KT + key) * D + ch * 16), lo, hi, e5m2);
+      fp8x16_to<T, e5m2 ? 1 : 0>(*reinterpret_cast<const uint4*>(raw + (kv * KT + key) * D + ch * 16), lo, hi, e5m2);
       T* dst = sStage + kv * KT * D;
       *reinterpret_cast<uint4*>(dst + swz<D>(key, 2 * ch)) = lo;
       *reinterpret_cast<uint4*>(dst + swz<D>(key, 2 * ch + 1)) = hi;
@@ -383,8 +384,8 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
             ldmatrix_x4(raw, rawK + kr * D + (((ks + (lane >> 3)) ^ (kr & 7)) << 4));
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
-              const uint32_t bf[2] = {half2_bits_as<M>(fp8x2_to_half2_bits(raw[i] & 0xFFFFu, E5M2)),
-                                      half2_bits_as<M>(fp8x2_to_half2_bits(raw[i] >> 16, E5M2))};
+              uint32_t bf[2];  // (M is float16 here: the half2 bits are the operand)
+              fp8x4_to_half2x2_bits<E5M2>(raw[i], bf[0], bf[1]);
               mma_16816<M>(s[n], a[i], bf);
             }
           }
@@ -476,10 +477,9 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
               const uint32_t lo = __byte_perm(raw[2 * h], 0u, 0x3120), hi = __byte_perm(raw[2 * h + 1], 0u, 0x3120);
-              const uint32_t even[2] = {half2_bits_as<M>(fp8x2_to_half2_bits(lo & 0xFFFFu, E5M2)),
-                                        half2_bits_as<M>(fp8x2_to_half2_bits(hi & 0xFFFFu, E5M2))};
-              const uint32_t odd[2] = {half2_bits_as<M>(fp8x2_to_half2_bits(lo >> 16, E5M2)),
-                                       half2_bits_as<M>(fp8x2_to_half2_bits(hi >> 16, E5M2))};
+              uint32_t even[2], odd[2];  // (M is float16 here: the half2 bits are the operand)
+              fp8x4_to_half2x2_bits<E5M2>(lo, even[0], odd[0]);
+              fp8x4_to_half2x2_bits<E5M2>(hi, even[1], odd[1]);
               mma_16816<M>(acc[2 * (c + h)], a, even);
               mma_16816<M>(acc[2 * (c + h) + 1], a, odd);
             }

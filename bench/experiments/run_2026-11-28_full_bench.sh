@@ -24,10 +24,5 @@ echo "bench rc $?"
 grep -E "^(mla|sparse|decode|mixed)|copy bandwidth" "$OUT/bench_part$PART.log" | cut -c1-150
 # PROBE=1 (session 47's next-session entry): then tools/dsmem_rate_probe.cu, built here (~10 s) and
 # run (~10 s), its output in $OUT/dsmem_rate_probe.txt - after the bench, so it cannot disturb it.
-if [[ -n ${PROBE:-} ]]; then
-  nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I "$R/src" -o /tmp/dsmem_rate_probe \
-    "$R/tools/dsmem_rate_probe.cu" && timeout 120 /tmp/dsmem_rate_probe > "$OUT/dsmem_rate_probe.txt" 2>&1
-  echo "dsmem probe rc $?"
-  cat "$OUT/dsmem_rate_probe.txt"
-fi
+[[ -n ${PROBE:-} ]] && dsmem_probe 120
 echo "total $(( $(date +%s) - start )) s"

@@ -58,10 +58,5 @@ for r in $(seq "$ROUNDS"); do
   done
 done
 echo "timing done $(( $(date +%s) - start )) s"
-if [[ -n ${PROBE:-} ]]; then
-  nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I "$R/src" -o /tmp/dsmem_rate_probe \
-    "$R/tools/dsmem_rate_probe.cu" && timeout 60 /tmp/dsmem_rate_probe > "$OUT/dsmem_rate_probe.txt" 2>&1
-  echo "dsmem probe rc $?"
-  cat "$OUT/dsmem_rate_probe.txt"
-fi
+[[ -n ${PROBE:-} ]] && dsmem_probe 60
 echo "total $(( $(date +%s) - start )) s"

@@ -157,3 +157,13 @@ scan_variants() {
   done
   echo "scan done $(( $(date +%s) - start )) s"
 }
+
+# dsmem_probe LIMIT: tools/dsmem_rate_probe.cu built (~10 s) and run under LIMIT seconds (~10 s), its
+# output in $OUT/dsmem_rate_probe.txt and printed (R = the repository; after any timing, so it
+# cannot disturb it).
+dsmem_probe() {
+  nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I "$R/src" -o /tmp/dsmem_rate_probe \
+    "$R/tools/dsmem_rate_probe.cu" && timeout "$1" /tmp/dsmem_rate_probe > "$OUT/dsmem_rate_probe.txt" 2>&1
+  echo "dsmem probe rc $?"
+  cat "$OUT/dsmem_rate_probe.txt"
+}

@@ -69,10 +69,11 @@ def test_paged_fp8_decode_over_several_waves(rng):
                                              (128, "float8_e5m2")])
 @pytest.mark.parametrize("kv_layout", ["NHD", "HND"])
 def test_paged_fp8_decode_keys_outside_the_range_never_leak(rng, page_size, dtype, kv_layout):
-    """fp8 pure decode with head dim 128, where a Hopper brings the stages by TMA as whole boxes of
-    page rows starting at a multiple of 64 keys (NOTES item 73): a box then also holds keys before
-    the window, past the length (NaN in the cache here) or on a page id out of range, which must
-    count for nothing. Lengths that end mid-page, long enough for several KV splits; NaN in every
+    """fp8 pure decode with head dim 128 (the tile kernel's register path on a GPU): keys before the
+    window, past the length (NaN in the cache here) or on a page id out of range must count for
+    nothing, whatever a stage loads beside the keys it uses (written for session 48's TMA stages,
+    whole page rows from a multiple of 64 keys, NOTES item 73 b; they were dropped, the cp.async
+    stages pass it too). Lengths that end mid-page, long enough for several KV splits; NaN in every
     key before the window of sequence 0; an out-of-range page id in sequence 3 at key 100, inside
     the 250-key window (NaN rows for that sequence only) but outside the 77-key one."""
     kv_lens = [1000, 37, 0, 300, 64, 129]

@@ -326,8 +326,8 @@ int main(int argc, char** argv) {
       {"fp8 e5m2 ragged mix, window, d256, HND", {1, 40, 0, 7}, {100, 64, 0, 3000}, 16, 4, 256, 16, true, 24, 0.f,
        false, 1, 3, false, 2},
       {"fp8 e4m3 ragged, d64 page 1", {3, 9, 1}, {3, 500, 4}, 8, 2, 64, 1, false, 0, 30.f, false, 0, 0, false, 1},
-      // fp8 decode with head dim 128 on a Hopper: the stages by TMA, whole boxes of page rows from a
-      // multiple of 64 keys (boxes of 32 and of 64 keys, windows starting mid-stage, junk ids)
+      // fp8 decode with head dim 128 (the register path) in pages of 32 and 128 keys, windows starting
+      // mid-stage, junk ids (written for session 48's TMA stages, NOTES item 73 b; now the cp.async ones)
       {"fp8 e5m2 decode, HND page 32, window, junk ids", {}, {37, 5000, -3, 0, 700}, 32, 8, 128, 32, true, 77, 0.f,
        false, 2, 0, false, 2},
       {"fp8 e4m3 decode page 128, long (splits), window, soft cap", {}, {20000, 129, 64}, 16, 2, 128, 128, false, 250,

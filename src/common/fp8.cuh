@@ -66,7 +66,7 @@ __device__ __forceinline__ uint32_t fp8x2_to_half2_bits(uint32_t two, bool e5m2)
 // Where the conversion is an instruction (sm_89 and later) the word's halves are split by a
 // `mov.b32 {l, h}`, which F2FP reads in place (its .H1 operand): no shift for the high pair and no
 // mask for the low one, as fp8x2_to_half2_bits on `w & 0xFFFF` and `w >> 16` costs. Used by the
-// paged tile kernel's register path and the wide fp8 MLA kernel.
+// paged tile kernel (register path and converted stages) and the wide fp8 MLA kernel.
 template <bool kE5m2>
 __device__ __forceinline__ void fp8x4_to_half2x2_bits(uint32_t w, uint32_t& lo, uint32_t& hi) {
 #if !defined(JAXPAGED_VENDOR_HIP) && !defined(JAXPAGED_PORTABLE_FP8) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890

@@ -21,6 +21,13 @@ ffi::Error launch_paged_tiles(const PagedAttentionParams& p, const PagedWorkspac
   if (w.list_capacity >= kLargeTileFlag) {
     return ffi::Error::InvalidArgument("jaxpaged: paged_attention has more tiles than a tile word holds");
   }
+  // The kernel addresses a key by its row of slot_stride elements in the pool as 32 bits (sRows in
+  // tile_kernel.cuh): pools of 2^31 rows or more (over 128 GiB of 64-byte rows) are refused.
+  if (p.slot_stride < 1 || p.page_stride % p.slot_stride != 0 || p.page_stride > 0x7FFFFFFF ||
+      p.num_pages > 0x7FFFFFFF / (p.page_stride / p.slot_stride)) {
+    return ffi::Error::InvalidArgument("jaxpaged: paged_attention's cache pool has 2^31 rows or more (the GPU "
+                                       "tile kernel indexes them in 32 bits)");
+  }
   // Pure decode knows its tile count (every sequence has `group` rows); a ragged call launches for
   // the list's capacity and blocks past the list's end return at once.
   const int64_t tiles = p.decode_only ? p.num_seqs * tiles_of_rows(group) : w.list_capacity;

@@ -198,28 +198,37 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
   const KV* k_base = static_cast<const KV*>(p.k_cache) + kv_head * p.head_stride + my_chunk * CHUNK_ELEMS;
   const KV* v_base = static_cast<const KV*>(p.v_cache) + kv_head * p.head_stride + my_chunk * CHUNK_ELEMS;
   const int page_mask = int(p.page_size - 1);
-  int* sPages = reinterpret_cast<int*>(sRaw + STAGES * 2 * KT * D);  // [STAGES][KT]
-  uint32_t* sBadKeys = reinterpret_cast<uint32_t*>(sPages + STAGES * KT);  // [kMaskSlots][2]
+  // Each key's cache row, in units of slot_stride from the key's head's row 0 (page x rows_per_page
+  // + slot: NHD and HND alike, since page_stride is a multiple of slot_stride), or -1: no key to
+  // read (past k_end, or on a bad page). A 32-bit index: the launcher checks that every row of the
+  // pool has one (a cache under 2^31 rows of slot_stride elements, i.e. under 256 GiB of 128-byte
+  // rows), so a copy's address is one wide multiply instead of two 64-bit products and a 64-bit
+  // range check per key and pass (NOTES item 73 g).
+  int* sRows = reinterpret_cast<int*>(sRaw + STAGES * 2 * KT * D);  // [STAGES][KT]
+  uint32_t* sBadKeys = reinterpret_cast<uint32_t*>(sRows + STAGES * KT);  // [kMaskSlots][2]
   auto bad_id = [&](int page) { return page < 0 || page >= p.num_pages; };
-  // Threads < KT (whole warps): store stage t's page ids and its bad-key mask. (The range check
-  // sits here, at the end of an iteration, not at the lookup: a use right after the table load
-  // would wait for it there, in front of the stage's math.)
+  const int rows_per_page = int(p.page_stride) / int(p.slot_stride);  // (both < 2^31: the launcher)
+  // Threads < KT (whole warps): store stage t's rows and its bad-key mask. (The range check sits
+  // here, at the end of an iteration, not at the lookup: a use right after the table load would
+  // wait for it there, in front of the stage's math.)
   auto publish_pages = [&](int t, int page) {
-    sPages[(t % STAGES) * KT + tid] = page;
-    const uint32_t bad = gpu::ballot(bad_id(page));
-    if (lane == 0) sBadKeys[(t % C::kMaskSlots) * 2 + warp] = bad;
+    const int j = k_begin + t * KT + tid;
+    const bool bad = bad_id(page);
+    sRows[(t % STAGES) * KT + tid] =
+        j < k_end && !bad ? int(uint32_t(page) * uint32_t(rows_per_page) + uint32_t(j & page_mask)) : -1;
+    const uint32_t bad_mask = gpu::ballot(bad);
+    if (lane == 0) sBadKeys[(t % C::kMaskSlots) * 2 + warp] = bad_mask;
   };
   auto issue_stage = [&](int t) {
     KV* sK = sRaw + (t % STAGES) * 2 * KT * D;
     KV* sV = sK + KT * D;
-    const int* pages = sPages + (t % STAGES) * KT;
+    const int* rows = sRows + (t % STAGES) * KT;
 #pragma unroll
     for (int i = 0; i < PASSES; ++i) {
       const int key = my_key0 + i * KEYS_PER_PASS;
-      const int j = k_begin + t * KT + key;
-      const int page = pages[key];
-      const bool valid = j < k_end && !bad_id(page);  // a bad page is marked, not read
-      const int64_t off = valid ? int64_t(page) * p.page_stride + int64_t(j & page_mask) * p.slot_stride : 0;
+      const int row = rows[key];
+      const bool valid = row >= 0;  // (a bad page is marked, not read)
+      const uint64_t off = valid ? uint64_t(uint32_t(row)) * uint32_t(p.slot_stride) : 0;
       const int at = kRegFp8 ? key * D + ((my_chunk ^ (key & 7)) << 4)
                              : (FP8 ? key * D + my_chunk * 16 : swz<D>(key, my_chunk));
       cp_async_16(sK + at, k_base + off, valid);

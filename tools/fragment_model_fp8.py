@@ -3,7 +3,8 @@ register-conversion scheme of bench/experiments/2026-11-24_paged_fp8_register_co
 paged tile kernel's small tiles over fp8 caches, D = 128): the queries' head dims permuted within
 each 16 so that one ldmatrix of key bytes is a lane's B fragment of S = Q K^T, and V loaded
 transposed, split into even- and odd-dim column tiles of O. Checks S and O against numpy for one
-warp's 16 rows x 16 keys.
+warp's 16 rows x 16 keys. Then the transposed small tile (tile_kernel.cuh's TR: rows <= 8): S^T =
+K Q^T with the keys as M, P^T through movmatrix.trans, O^T = V^T P^T with the head dims as M.
 
     python tools/fragment_model_fp8.py
 """
@@ -112,3 +113,70 @@ for n in acc:
             d = 16 * c + 4 * (t % 4) + 2 * e + par
             assert abs(acc[n][t][i] - refO[r, d]) < 1e-6, ("O", n, t, i)
 print("O = P V with the even/odd column tiles: ok")
+
+# --- The transposed small tile (rows <= 8: `T8` in tile_kernel.cuh): S^T = K Q^T with the warp's
+# 16 keys as M and 8 query rows as N, then O^T = V^T P^T with 16 head dims as M.
+Q8 = q[:8]
+q8_log = q_log[:8]
+# Q^T's B fragments, from the permuted query rows by plain ldmatrix: lane t gets row t / 4 and
+# logical dims 2 (t % 4) .. + 1 (b0) and + 8 (b1) of each k-step.
+def q_b_vals(ks):
+    return [[q8_log[n, 16 * ks + k] for (k, n) in B_MAP[t]] for t in range(32)]
+ST = [[0.0] * 4 for _ in range(32)]
+for ks in range(0, D // 16, 2):
+    # ldmatrix_x4: matrices (keys 0-7, chunk ks), (keys 8-15, ks), (keys 0-7, ks + 1), (keys 8-15, ks + 1)
+    mats = [ldmatrix([smem_k_row(k8, 8 * (m & 1) + l, ks + (m >> 1)) for l in range(8)]) for m in range(4)]
+    for i in range(2):
+        a_vals = []
+        for t in range(32):
+            r_lo, r_hi = mats[2 * i][t], mats[2 * i + 1][t]  # keys g and g + 8, 4 bytes each
+            # fp8x4_to_half2x2_bits(word, lo, hi): lo = bytes 0, 1 (a0 / a1), hi = bytes 2, 3 (a2 / a3)
+            a_vals.append([val(r_lo[0]), val(r_lo[1]), val(r_hi[0]), val(r_hi[1]),
+                           val(r_lo[2]), val(r_lo[3]), val(r_hi[2]), val(r_hi[3])])
+        ST = mma(ST, a_vals, q_b_vals(ks + i))
+refT = K @ Q8.T  # [16 keys, 8 rows]
+for t in range(32):
+    for i, (key, n) in enumerate(C_MAP[t]):
+        assert abs(ST[t][i] - refT[key, n]) < 1e-6, ("S^T", t, i)
+print("S^T = K Q^T (keys as M, 8 rows as N): ok")
+
+# P^T as O^T's B fragments: lane t holds P[rows 2q, 2q+1][key g] and [key g + 8] (C layout);
+# packed pairs x0 = (c0, c1), x1 = (c2, c3) are 8x8 b16 matrices [key][row]; movmatrix.trans gives
+# lane t the elements [row g][keys 2q, 2q + 1] of each: b0 (keys 0-7), b1 (keys 8-15).
+def movmatrix_trans(pairs):  # pairs[t] = (elem col 2q, elem col 2q+1) of row g
+    Mx = np.zeros((8, 8))
+    for t in range(32):
+        Mx[t // 4, 2 * (t % 4)], Mx[t // 4, 2 * (t % 4) + 1] = pairs[t]
+    Mt = Mx.T
+    return [(Mt[t // 4, 2 * (t % 4)], Mt[t // 4, 2 * (t % 4) + 1]) for t in range(32)]
+P8 = rng.standard_normal((8, KEYS))
+ST_p = [[P8[n, key] for (key, n) in C_MAP[t]] for t in range(32)]
+b0 = movmatrix_trans([(ST_p[t][0], ST_p[t][1]) for t in range(32)])
+b1 = movmatrix_trans([(ST_p[t][2], ST_p[t][3]) for t in range(32)])
+pb_vals = [[b0[t][0], b0[t][1], b1[t][0], b1[t][1]] for t in range(32)]
+for t in range(32):  # exactly P^T's B fragment
+    assert pb_vals[t] == [P8[n, k] for (k, n) in B_MAP[t]], ("P^T", t)
+OT = {n: [[0.0] * 4 for _ in range(32)] for n in range(D // 16)}
+for c in range(0, D // 16, 2):
+    # ldmatrix_x4_trans: (keys 0-7, chunk c), (keys 8-15, c), (keys 0-7, c + 1), (keys 8-15, c + 1)
+    mats = [ldmatrix([smem_k_row(v8, 8 * (m & 1) + l, c + (m >> 1)) for l in range(8)], trans=True) for m in range(4)]
+    for par in (0, 1):
+        a_vals = []
+        for t in range(32):
+            halves = []
+            for m in (0, 2, 1, 3):  # a0: dim row g (chunk c), keys 2q..; a1: row g + 8 (chunk c + 1); a2, a3: keys + 8
+                x = mats[m][t]
+                perm = [x[0], x[2], x[1], x[3]]  # __byte_perm(x, 0, 0x3120)
+                halves += perm[2 * par:2 * par + 2]
+            a_vals.append([val(b) for b in halves])
+        OT[c + par] = mma(OT[c + par], a_vals, pb_vals)
+refOT = (P8 @ V).T  # [D, 8 rows]
+for n in OT:
+    for t in range(32):
+        for i, (mrow, r) in enumerate(C_MAP[t]):
+            # acc[n][i]: row 2q + (i & 1); dim 16 (n & ~1) + 16 (i >> 1) + 2 g + (n & 1)
+            g = t // 4
+            d = 16 * (n & ~1) + 16 * (i >> 1) + 2 * g + (n & 1)
+            assert r == 2 * (t % 4) + (i & 1) and mrow == g + 8 * (i >> 1)
+            assert abs(OT[n][t][i] - refOT[d, r]) < 1e-6, ("O^T", n, t, i)
+print("O^T = V^T P^T (16 dims as M: chunks c and c + 1's even or odd dims): ok")

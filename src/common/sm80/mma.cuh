@@ -48,6 +48,14 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const void* sme
   ldmatrix_x4_trans(r, smem_addr(smem));
 }
 
+// The transpose of one 8x8 b16 matrix held in the mma fragment layout (lane i: row i / 4,
+// elements 2 (i % 4) and + 1): lane i receives row i / 4 of the transpose. (sm_75 and later.)
+__device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
+  uint32_t y;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+  return y;
+}
+
 // D = A * B + D for one m16n8k16 tile, 16-bit inputs (T = gpu_half or gpu_bf16), float accumulators.
 template <typename T>
 __device__ __forceinline__ void mma_16816(float d[4], const uint32_t a[4], const uint32_t b[2]);

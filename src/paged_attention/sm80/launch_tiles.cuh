@@ -71,10 +71,13 @@ ffi::Error launch_paged_tiles(const PagedAttentionParams& p, const PagedWorkspac
   // its blocks exit): the launch gaps overlap. Not as a call's first kernel: behind another
   // kernel it gains nothing, and it measured slower per call on decode_b16_ctx2k (NOTES item 46).
   const bool dependent = dependent_launches();
+  // The fp8 register path's tiles of at most 8 rows run transposed (tile_kernel.cuh, attend_tile's
+  // TR) unless JAXPAGED_PAGED_TRANSPOSED=0 (read once; an A/B switch).
+  static const bool transposed = env_not_zero("JAXPAGED_PAGED_TRANSPOSED");
   JP_RETURN_IF_ERROR(launch_chained(dependent && work == own, "paged_tile_kernel", kernel,
                                     dim3(unsigned(blocks + pad_blocks), unsigned(splits)), dim3(kTileThreads),
-                                    C::kSmemBytes, stream, p, page_shift_of(p.page_size), work, by_length, blocks, ws_out,
-                                    ws_lse));
+                                    C::kSmemBytes, stream, p, page_shift_of(p.page_size), work, by_length,
+                                    transposed ? 1 : 0, blocks, ws_out, ws_lse));
   if (splits == 1) return ffi::Error::Success();
   return launch_combine_splits<T>(ws_out, ws_lse, splits, rows, D, static_cast<T*>(p.out), p.lse, stream, dependent);
 }

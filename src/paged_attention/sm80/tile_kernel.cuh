@@ -80,7 +80,9 @@ __device__ __forceinline__ int swz(int r, int c) {
 
 // One tile of one sequence for one KV head and KV split. WM = warps along rows (1: small tile,
 // 4: large tile). FP8: the caches hold fp8 (p.kv_e5m2 says which), scaled by k_scale / v_scale.
-template <typename T, int D, bool LARGE, bool FP8, int WM, bool E5M2 = false>
+// TR: the transposed products of a small tile of at most 8 rows (the register path only; see TR
+// below).
+template <typename T, int D, bool LARGE, bool FP8, int WM, bool E5M2 = false, bool TR = false>
 __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int page_shift, int seq,
                                             int q_begin, int q_len, int tile, int kv_head,
                                             unsigned char* smem, float* __restrict__ ws_out,
@@ -117,6 +119,17 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
   constexpr bool kF16 = kRegFp8 && std::is_same<T, gpu_bf16>::value;
   using M = std::conditional_t<kF16, gpu_half, T>;  // the products' 16-bit type
   static_assert(!kRegFp8 || std::is_same<M, gpu_half>::value, "the register path multiplies in float16");
+  // TR (the register path, a tile of at most 8 rows: decode with GQA groups of <= 8): each warp
+  // computes S^T = K Q^T with its 16 keys as M and the 8 rows as N (m16n8k16: half the products of
+  // S = Q K^T at M = 16 rows, and Q^T's B fragments stay in registers for the whole tile), keeps
+  // the online softmax of its 16 keys as before, turns P^T's accumulator fragments into O^T's B
+  // fragments with two movmatrix.trans, and computes O^T = V^T P^T with 16 head dims as M (chunks c
+  // and c + 1's even or odd dims, from the same transposed loads and conversions as the plain
+  // path). A lane holds keys lane / 4 and + 8 of rows 2 (lane % 4) and + 1; O^T's accumulator n
+  // element i: row 2 (lane % 4) + (i & 1), dim 16 (n & ~1) + 16 (i >> 1) + 2 (lane / 4) + (n & 1).
+  // tools/fragment_model_fp8.py checks these layouts. NOTES item 74 b.
+  static_assert(!TR || (kRegFp8 && WK == 4), "the transposed tile: the register path's small tile");
+  constexpr int NACC = TR ? D / 16 : NT;  // accumulator tiles (TR: 16 dims x 8 rows each)
   const int split = blockIdx.y, num_splits = gridDim.y;
   const int G = int(p.num_q_heads / p.num_kv_heads);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -269,10 +282,11 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
   // This thread's two rows of its warp's 16 (mma accumulator layout) and the keys each sees,
   // clipped to this split.
   const int r_lo = wm * 16 + lane / 4;
+  auto row_of = [&](int h) { return TR ? 2 * (lane & 3) + h : r_lo + 8 * h; };  // this thread's row h
   int vis_b[2], vis_e[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int r = r_lo + 8 * h;
+    const int r = row_of(h);
     vis_b[h] = vis_e[h] = 0;
     if (r < rows_here) {
       const KeyRange kr = visible_keys(kv_len, q_len, (row0 + r) / G, opt.sliding_window);
@@ -290,9 +304,9 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
   float s_mul_row[2] = {s_mul, s_mul};  // this thread's two rows' (kF16: times 2^-k of the row)
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   int bad_rows = 0;  // bit h: row h of this thread sees a key on an out-of-range page
-  float acc[NT][4];
+  float acc[NACC][4];
 #pragma unroll
-  for (int n = 0; n < NT; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+  for (int n = 0; n < NACC; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
 
   if constexpr (kF16) {  // the queries (stored above, before its barrier): bf16 -> f16 x 2^k per row
     // Every warp reads the 16 rows (a lane: rows lane / 4 and + 8, dims 32 (lane % 4) ..
@@ -343,6 +357,27 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
       }
     }
     __syncthreads();  // the f16 rows, for every warp's products
+    if constexpr (TR) {  // (derived above for rows lane / 4 + 8 h; TR's rows are 2 (lane % 4) + h)
+      const float row0_mul = gpu::shfl(s_mul_row[0], 8 * (lane & 3));
+      const float row1_mul = gpu::shfl(s_mul_row[0], 8 * (lane & 3) + 4);
+      s_mul_row[0] = row0_mul;
+      s_mul_row[1] = row1_mul;
+    }
+  }
+  // TR: Q^T's B fragments for all D / 16 k-steps (rows 0-7 of the permuted queries: k-step ks is
+  // chunks 2 ks and 2 ks + 1), read once. (The queries have landed: the kRegFp8 stores sit before
+  // the first barrier above.)
+  uint32_t qT[TR ? D / 16 : 1][2];
+  if constexpr (TR) {
+#pragma unroll
+    for (int c = 0; c < 2 * (D / 16); c += 4) {
+      uint32_t r4[4];
+      ldmatrix_x4(r4, sQ + swz<D>(lane & 7, c + (lane >> 3)));
+      qT[c / 2][0] = r4[0];
+      qT[c / 2][1] = r4[1];
+      qT[c / 2 + 1][0] = r4[2];
+      qT[c / 2 + 1][1] = r4[3];
+    }
   }
   const int q_row = wm * 16 + (lane & 15);
   for (int t = 0; t < num_tiles; ++t) {
@@ -374,132 +409,205 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
         if (hi > lo && ((bad_keys >> lo) & (~uint64_t(0) >> (64 - (hi - lo)))) != 0) bad_rows |= 1 << h;
       }
     }
+    if constexpr (TR) {
+      const int key0 = wk * 16;
+      const int kr = key0 + (lane & 7) + ((lane >> 3) & 1) * 8;  // this lane's ldmatrix row (K and V)
+      float s[4] = {0.f, 0.f, 0.f, 0.f};  // S^T: keys lane / 4 (s[0..1]) and + 8 (s[2..3])
 #pragma unroll
-    for (int sub = 0; sub < KW; sub += SUB) {
-      const int key0 = wk * KW + sub;  // first key of this step, within the stage
-      float s[SUB / 8][4];
+      for (int ks = 0; ks < D / 16; ks += 2) {
+        // Matrices: keys 0-7 and 8-15 of chunk ks, then of chunk ks + 1: a lane's word is 4 bytes
+        // of key lane / 4 (or + 8), the A fragment's pairs of logical dims 2q and 8 + 2q.
+        uint32_t raw[4];
+        ldmatrix_x4(raw, rawK + kr * D + (((ks + (lane >> 4)) ^ (kr & 7)) << 4));
 #pragma unroll
-      for (int n = 0; n < SUB / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
-      if constexpr (kRegFp8) {
-#pragma unroll
-        for (int ks = 0; ks < D / 16; ks += 4) {  // four k-steps: one ldmatrix_x4 of bytes per key tile
-          uint32_t a[4][4];
-#pragma unroll
-          for (int i = 0; i < 4; ++i) ldmatrix_x4(a[i], sQ + swz<D>(q_row, (ks + i) * 2 + (lane >> 4)));
-#pragma unroll
-          for (int n = 0; n < SUB / 8; ++n) {
-            const int kr = key0 + n * 8 + (lane & 7);
-            uint32_t raw[4];  // matrix i: k-step ks + i (one 16-byte chunk of each of 8 keys)
-            ldmatrix_x4(raw, rawK + kr * D + (((ks + (lane >> 3)) ^ (kr & 7)) << 4));
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-              uint32_t bf[2];  // (M is float16 here: the half2 bits are the operand)
-              fp8x4_to_half2x2_bits<E5M2>(raw[i], bf[0], bf[1]);
-              mma_16816<M>(s[n], a[i], bf);
-            }
-          }
-        }
-      } else {
-#pragma unroll
-        for (int ks = 0; ks < D / 16; ks += 2) {
-          uint32_t a0[4], a1[4];
-          ldmatrix_x4(a0, sQ + swz<D>(q_row, ks * 2 + (lane >> 4)));
-          ldmatrix_x4(a1, sQ + swz<D>(q_row, ks * 2 + 2 + (lane >> 4)));
-#pragma unroll
-          for (int n = 0; n < SUB / 8; ++n) {
-            const int kr = key0 + n * 8 + (lane & 7);
-            uint32_t bf[4];
-            ldmatrix_x4(bf, sK + swz<D>(kr, ks * 2 + (lane >> 3)));
-            mma_16816<T>(s[n], a0, bf);
-            mma_16816<T>(s[n], a1, bf + 2);
-          }
+        for (int i = 0; i < 2; ++i) {
+          uint32_t a[4];
+          fp8x4_to_half2x2_bits<E5M2>(raw[2 * i], a[0], a[2]);
+          fp8x4_to_half2x2_bits<E5M2>(raw[2 * i + 1], a[1], a[3]);
+          mma_16816<M>(s, a, qT[ks + i]);
         }
       }
-
-      // Scale, cap, mask; then the online softmax of this thread's two rows (a row's 8-key
-      // columns are spread over the 4 lanes of a quad).
       float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-      for (int n = 0; n < SUB / 8; ++n) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int h = e >> 1;
-          const int j = tile_start + key0 + n * 8 + (lane & 3) * 2 + (e & 1);
-          float v = s[n][e] * (kF16 ? s_mul_row[h] : s_mul);
-          if (capped) v = cap_mul * fast_tanh(v);
-          v = (j >= vis_b[h] && j < vis_e[h]) ? v : -INFINITY;
-          s[n][e] = v;
-          mx[h] = fmaxf(mx[h], v);
-        }
+      for (int e = 0; e < 4; ++e) {
+        const int h = e & 1;
+        const int j = tile_start + key0 + (lane >> 2) + 8 * (e >> 1);
+        float v = s[e] * (kF16 ? s_mul_row[h] : s_mul);
+        if (capped) v = cap_mul * fast_tanh(v);
+        v = (j >= vis_b[h] && j < vis_e[h]) ? v : -INFINITY;
+        s[e] = v;
+        mx[h] = fmaxf(mx[h], v);
       }
       float corr[2];
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        mx[h] = fmaxf(mx[h], gpu::shfl_xor(mx[h], 1));
-        mx[h] = fmaxf(mx[h], gpu::shfl_xor(mx[h], 2));
+      for (int h = 0; h < 2; ++h) {  // a row's 16 keys lie across the 8 lanes of equal lane % 4
+        mx[h] = fmaxf(mx[h], gpu::shfl_xor(mx[h], 4));
+        mx[h] = fmaxf(mx[h], gpu::shfl_xor(mx[h], 8));
+        mx[h] = fmaxf(mx[h], gpu::shfl_xor(mx[h], 16));
         const float m_new = fmaxf(m[h], mx[h]);
         corr[h] = m_new == -INFINITY ? 1.f : rescale(m[h], m_new);
         m[h] = m_new;
         l[h] *= corr[h];
       }
 #pragma unroll
-      for (int n = 0; n < SUB / 8; ++n) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int h = e >> 1;
-          const float pv = m[h] == -INFINITY ? 0.f : fast_exp2(s[n][e] - m[h]);
-          s[n][e] = pv;
-          l[h] += pv;  // this thread's share of the row sum; the quad is summed at the end
-        }
+      for (int e = 0; e < 4; ++e) {
+        const int h = e & 1;
+        const float pv = m[h] == -INFINITY ? 0.f : fast_exp2(s[e] - m[h]);
+        s[e] = pv;
+        l[h] += pv;
       }
-      // Once a row's maximum has settled (most steps of a long decode sequence) every factor is 1:
-      // small tiles skip the NT x 4 multiplies (the test is warp-uniform, so the mma below stay
-      // converged). Not in the large-tile instance: there it made ptxas spill.
-      if (WM == 4 || gpu::any(corr[0] != 1.f || corr[1] != 1.f)) {
+      if (gpu::any(corr[0] != 1.f || corr[1] != 1.f)) {
 #pragma unroll
-        for (int n = 0; n < NT; ++n) {
+        for (int n = 0; n < NACC; ++n) {
           acc[n][0] *= corr[0];
-          acc[n][1] *= corr[0];
-          acc[n][2] *= corr[1];
+          acc[n][1] *= corr[1];
+          acc[n][2] *= corr[0];
           acc[n][3] *= corr[1];
         }
       }
-
-      // O += P V: P's accumulator fragments are the A fragments (16 keys per k-step); V is read
-      // transposed from the [key][D] stage.
+      // P^T's fragments as 8x8 matrices [key][row] (keys 0-7, then 8-15), transposed: O^T's B.
+      const uint32_t pb[2] = {movmatrix_trans(pack2<M>(s[0], s[1])), movmatrix_trans(pack2<M>(s[2], s[3]))};
 #pragma unroll
-      for (int kk = 0; kk < SUB / 16; ++kk) {
-        uint32_t a[4];
-        a[0] = pack2<M>(s[2 * kk][0], s[2 * kk][1]);
-        a[1] = pack2<M>(s[2 * kk][2], s[2 * kk][3]);
-        a[2] = pack2<M>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-        a[3] = pack2<M>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-        const int vr = key0 + kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+      for (int c = 0; c < D / 16; c += 2) {
+        // As the plain path's V loads; a0 / a1 = dim rows of chunks c / c + 1, a2 / a3 = keys + 8.
+        uint32_t raw[4];
+        ldmatrix_x4_trans(raw, rawV + kr * D + (((c + (lane >> 4)) ^ (kr & 7)) << 4));
+        uint32_t even[4], odd[4];
+        fp8x4_to_half2x2_bits<E5M2>(__byte_perm(raw[0], 0u, 0x3120), even[0], odd[0]);
+        fp8x4_to_half2x2_bits<E5M2>(__byte_perm(raw[2], 0u, 0x3120), even[1], odd[1]);
+        fp8x4_to_half2x2_bits<E5M2>(__byte_perm(raw[1], 0u, 0x3120), even[2], odd[2]);
+        fp8x4_to_half2x2_bits<E5M2>(__byte_perm(raw[3], 0u, 0x3120), even[3], odd[3]);
+        mma_16816<M>(acc[c], even, pb);
+        mma_16816<M>(acc[c + 1], odd, pb);
+      }
+    } else {
+#pragma unroll
+      for (int sub = 0; sub < KW; sub += SUB) {
+        const int key0 = wk * KW + sub;  // first key of this step, within the stage
+        float s[SUB / 8][4];
+#pragma unroll
+        for (int n = 0; n < SUB / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
         if constexpr (kRegFp8) {
-          // Matrices: keys 0-7 and 8-15 of chunk c, then of chunk c + 1 (16 dims each). A lane's
-          // register holds keys 2q, 2q+1 x dims 2g, 2g+1 (q = lane % 4, g = lane / 4): its bytes
-          // 0 and 2 are the even-dim tile's B pair, 1 and 3 the odd-dim tile's.
 #pragma unroll
-          for (int c = 0; c < D / 16; c += 2) {
-            uint32_t raw[4];
-            ldmatrix_x4_trans(raw, rawV + vr * D + (((c + (lane >> 4)) ^ (vr & 7)) << 4));
+          for (int ks = 0; ks < D / 16; ks += 4) {  // four k-steps: one ldmatrix_x4 of bytes per key tile
+            uint32_t a[4][4];
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const uint32_t lo = __byte_perm(raw[2 * h], 0u, 0x3120), hi = __byte_perm(raw[2 * h + 1], 0u, 0x3120);
-              uint32_t even[2], odd[2];  // (M is float16 here: the half2 bits are the operand)
-              fp8x4_to_half2x2_bits<E5M2>(lo, even[0], odd[0]);
-              fp8x4_to_half2x2_bits<E5M2>(hi, even[1], odd[1]);
-              mma_16816<M>(acc[2 * (c + h)], a, even);
-              mma_16816<M>(acc[2 * (c + h) + 1], a, odd);
+            for (int i = 0; i < 4; ++i) ldmatrix_x4(a[i], sQ + swz<D>(q_row, (ks + i) * 2 + (lane >> 4)));
+#pragma unroll
+            for (int n = 0; n < SUB / 8; ++n) {
+              const int kr = key0 + n * 8 + (lane & 7);
+              uint32_t raw[4];  // matrix i: k-step ks + i (one 16-byte chunk of each of 8 keys)
+              ldmatrix_x4(raw, rawK + kr * D + (((ks + (lane >> 3)) ^ (kr & 7)) << 4));
+#pragma unroll
+              for (int i = 0; i < 4; ++i) {
+                uint32_t bf[2];  // (M is float16 here: the half2 bits are the operand)
+                fp8x4_to_half2x2_bits<E5M2>(raw[i], bf[0], bf[1]);
+                mma_16816<M>(s[n], a[i], bf);
+              }
             }
           }
         } else {
 #pragma unroll
-          for (int n = 0; n < NT; n += 2) {
-            uint32_t bf[4];
-            ldmatrix_x4_trans(bf, sV + swz<D>(vr, col0 / 8 + n + (lane >> 4)));
-            mma_16816<T>(acc[n], a, bf);
-            mma_16816<T>(acc[n + 1], a, bf + 2);
+          for (int ks = 0; ks < D / 16; ks += 2) {
+            uint32_t a0[4], a1[4];
+            ldmatrix_x4(a0, sQ + swz<D>(q_row, ks * 2 + (lane >> 4)));
+            ldmatrix_x4(a1, sQ + swz<D>(q_row, ks * 2 + 2 + (lane >> 4)));
+#pragma unroll
+            for (int n = 0; n < SUB / 8; ++n) {
+              const int kr = key0 + n * 8 + (lane & 7);
+              uint32_t bf[4];
+              ldmatrix_x4(bf, sK + swz<D>(kr, ks * 2 + (lane >> 3)));
+              mma_16816<T>(s[n], a0, bf);
+              mma_16816<T>(s[n], a1, bf + 2);
+            }
+          }
+        }
+
+        // Scale, cap, mask; then the online softmax of this thread's two rows (a row's 8-key
+        // columns are spread over the 4 lanes of a quad).
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int n = 0; n < SUB / 8; ++n) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int h = e >> 1;
+            const int j = tile_start + key0 + n * 8 + (lane & 3) * 2 + (e & 1);
+            float v = s[n][e] * (kF16 ? s_mul_row[h] : s_mul);
+            if (capped) v = cap_mul * fast_tanh(v);
+            v = (j >= vis_b[h] && j < vis_e[h]) ? v : -INFINITY;
+            s[n][e] = v;
+            mx[h] = fmaxf(mx[h], v);
+          }
+        }
+        float corr[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          mx[h] = fmaxf(mx[h], gpu::shfl_xor(mx[h], 1));
+          mx[h] = fmaxf(mx[h], gpu::shfl_xor(mx[h], 2));
+          const float m_new = fmaxf(m[h], mx[h]);
+          corr[h] = m_new == -INFINITY ? 1.f : rescale(m[h], m_new);
+          m[h] = m_new;
+          l[h] *= corr[h];
+        }
+#pragma unroll
+        for (int n = 0; n < SUB / 8; ++n) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int h = e >> 1;
+            const float pv = m[h] == -INFINITY ? 0.f : fast_exp2(s[n][e] - m[h]);
+            s[n][e] = pv;
+            l[h] += pv;  // this thread's share of the row sum; the quad is summed at the end
+          }
+        }
+        // Once a row's maximum has settled (most steps of a long decode sequence) every factor is 1:
+        // small tiles skip the NT x 4 multiplies (the test is warp-uniform, so the mma below stay
+        // converged). Not in the large-tile instance: there it made ptxas spill.
+        if (WM == 4 || gpu::any(corr[0] != 1.f || corr[1] != 1.f)) {
+#pragma unroll
+          for (int n = 0; n < NT; ++n) {
+            acc[n][0] *= corr[0];
+            acc[n][1] *= corr[0];
+            acc[n][2] *= corr[1];
+            acc[n][3] *= corr[1];
+          }
+        }
+
+        // O += P V: P's accumulator fragments are the A fragments (16 keys per k-step); V is read
+        // transposed from the [key][D] stage.
+#pragma unroll
+        for (int kk = 0; kk < SUB / 16; ++kk) {
+          uint32_t a[4];
+          a[0] = pack2<M>(s[2 * kk][0], s[2 * kk][1]);
+          a[1] = pack2<M>(s[2 * kk][2], s[2 * kk][3]);
+          a[2] = pack2<M>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+          a[3] = pack2<M>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+          const int vr = key0 + kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+          if constexpr (kRegFp8) {
+            // Matrices: keys 0-7 and 8-15 of chunk c, then of chunk c + 1 (16 dims each). A lane's
+            // register holds keys 2q, 2q+1 x dims 2g, 2g+1 (q = lane % 4, g = lane / 4): its bytes
+            // 0 and 2 are the even-dim tile's B pair, 1 and 3 the odd-dim tile's.
+#pragma unroll
+            for (int c = 0; c < D / 16; c += 2) {
+              uint32_t raw[4];
+              ldmatrix_x4_trans(raw, rawV + vr * D + (((c + (lane >> 4)) ^ (vr & 7)) << 4));
+#pragma unroll
+              for (int h = 0; h < 2; ++h) {
+                const uint32_t lo = __byte_perm(raw[2 * h], 0u, 0x3120), hi = __byte_perm(raw[2 * h + 1], 0u, 0x3120);
+                uint32_t even[2], odd[2];  // (M is float16 here: the half2 bits are the operand)
+                fp8x4_to_half2x2_bits<E5M2>(lo, even[0], odd[0]);
+                fp8x4_to_half2x2_bits<E5M2>(hi, even[1], odd[1]);
+                mma_16816<M>(acc[2 * (c + h)], a, even);
+                mma_16816<M>(acc[2 * (c + h) + 1], a, odd);
+              }
+            }
+          } else {
+#pragma unroll
+            for (int n = 0; n < NT; n += 2) {
+              uint32_t bf[4];
+              ldmatrix_x4_trans(bf, sV + swz<D>(vr, col0 / 8 + n + (lane >> 4)));
+              mma_16816<T>(acc[n], a, bf);
+              mma_16816<T>(acc[n + 1], a, bf + 2);
+            }
           }
         }
       }
@@ -514,9 +622,10 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
   __syncthreads();  // every warp is done with the stages
 
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    l[h] += gpu::shfl_xor(l[h], 1);
-    l[h] += gpu::shfl_xor(l[h], 2);
+  for (int h = 0; h < 2; ++h) {  // (a row's lanes: a quad; TR: the 8 lanes of equal lane % 4)
+    l[h] += gpu::shfl_xor(l[h], TR ? 4 : 1);
+    l[h] += gpu::shfl_xor(l[h], TR ? 8 : 2);
+    if (TR) l[h] += gpu::shfl_xor(l[h], 16);
   }
 
   const int64_t num_rows = p.num_tokens * p.num_q_heads;
@@ -565,15 +674,27 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
     float* sL = sM + WK * 16;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int r = lane / 4 + 8 * h;
+      const int r = row_of(h);
+      if constexpr (!TR) {
 #pragma unroll
-      for (int n = 0; n < NT; ++n) {
-        sAcc[(wk * 16 + r) * D + acc_col(n, 0)] = acc[n][2 * h];
-        sAcc[(wk * 16 + r) * D + acc_col(n, 1)] = acc[n][2 * h + 1];
+        for (int n = 0; n < NT; ++n) {
+          sAcc[(wk * 16 + r) * D + acc_col(n, 0)] = acc[n][2 * h];
+          sAcc[(wk * 16 + r) * D + acc_col(n, 1)] = acc[n][2 * h + 1];
+        }
       }
-      if ((lane & 3) == 0 && wd == 0) {
+      if (TR ? lane < 4 : ((lane & 3) == 0 && wd == 0)) {
         sM[wk * 16 + r] = m[h];
         sL[wk * 16 + r] = ((bad_rows >> h) & 1) ? NAN : l[h];  // NaN marks the row bad
+      }
+    }
+    if constexpr (TR) {  // (O^T's layout: see TR)
+#pragma unroll
+      for (int n = 0; n < NACC; ++n) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int d = 16 * (n & ~1) + 16 * (i >> 1) + 2 * (lane >> 2) + (n & 1);
+          sAcc[(wk * 16 + row_of(i & 1)) * D + d] = acc[n][i];
+        }
       }
     }
     __syncthreads();
@@ -730,11 +851,13 @@ __device__ void clear_padding_rows(const PagedAttentionParams& p, int64_t index,
 // own, or a plan's), or null for pure decode without one: in sequence order (one wave), or in
 // length order when `by_length` (seq_in_length_order). A plan is caller data: its header is
 // clamped to the list's capacity and its entries are checked, so a wrong one costs rows their
-// values (never an access out of bounds).
+// values (never an access out of bounds). `transposed`: the fp8 register path's tiles of at most 8
+// rows may run attend_tile's TR.
 template <typename T, int D, bool LARGE, bool FP8>
 __global__ void __launch_bounds__(kTileThreads)
     paged_tile_kernel(const PagedAttentionParams p, int page_shift, const int32_t* __restrict__ work,
-                      int by_length, int64_t tile_blocks, float* __restrict__ ws_out, float* __restrict__ ws_lse) {
+                      int by_length, int transposed, int64_t tile_blocks, float* __restrict__ ws_out,
+                      float* __restrict__ ws_lse) {
   extern __shared__ __align__(16) unsigned char smem[];
   // A dependent launch on Hopper (dependent_launches): nothing is read or written before the
   // kernel ahead (the tile schedule, or what wrote q / the caches / the outputs) is done.
@@ -783,8 +906,16 @@ __global__ void __launch_bounds__(kTileThreads)
   }
   if (large) return;
   if constexpr (TileConfig<D, LARGE, FP8>::kRegFp8) {  // (the fp8 format as a constant in the math)
+    // A tile of at most 8 rows runs the transposed products (attend_tile's TR) unless the launcher
+    // says not to (JAXPAGED_PAGED_TRANSPOSED=0).
+    const bool tr = transposed && int64_t(q_len) * group - int64_t(tile) * kSmallRows <= 8;
     if (p.kv_e5m2) {
-      attend_tile<T, D, LARGE, FP8, 1, true>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
+      if (tr) attend_tile<T, D, LARGE, FP8, 1, true, true>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
+      else attend_tile<T, D, LARGE, FP8, 1, true>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
+      return;
+    }
+    if (tr) {
+      attend_tile<T, D, LARGE, FP8, 1, false, true>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
       return;
     }
   }

@@ -16,14 +16,7 @@ timeout 150 python3 -m pytest -q -p no:cacheprovider -n 8 "$R/tests/test_fp8.py"
   -k "paged or gqa" > "$OUT/tests.log" 2>&1
 echo "tests: rc $? - $(tail -1 "$OUT/tests.log")"
 grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -10
-for cfg in decode_fp8_b64_ctx4k decode_fp8_b8_ctx32k decode_b64_ctx4k; do
-  timeout 150 ncu --set full --import-source yes -k regex:paged_tile -c 1 -f -o "/tmp/prof_$cfg" \
-    python3 "$R/bench/profile_one.py" "$cfg" > "/tmp/prof_$cfg.log" 2>&1
-  echo "== $cfg: ncu rc $?"
-  { echo "=== $cfg"; ncu -i "/tmp/prof_$cfg.ncu-rep" --page details 2>&1; } >> "$OUT/profile_details.txt"
-  ncu -i "/tmp/prof_$cfg.ncu-rep" --page source --csv --print-source sass > "/tmp/src_$cfg.csv" 2>/dev/null &&
-    python3 "$R/tools/ncu_top_lines.py" "/tmp/src_$cfg.csv" 60 > "$OUT/profile_source_$cfg.txt" 2>&1
-done
+for cfg in decode_fp8_b64_ctx4k decode_fp8_b8_ctx32k decode_b64_ctx4k; do ncu_paged "$cfg" "$cfg" source; done
 grep -E "^=== |Duration|DRAM Throughput|Issue Slots Busy|Eligible Warps|Warp Cycles Per Issued|Executed Instructions  |Registers Per|Achieved Occupancy|Memory Throughput" \
   "$OUT/profile_details.txt" | head -60
 echo "total $(( $(date +%s) - start )) s"

@@ -18,20 +18,6 @@ for r in $(seq "${ROUNDS:-3}"); do
   done
 done
 echo "timing done $(( $(date +%s) - start )) s"
-left=$(( 585 - ($(date +%s) - start) ))
-for tool in memcheck racecheck; do
-  quick=$([[ $tool == racecheck ]] && echo --quick)
-  (cd /tmp && timeout $left compute-sanitizer --tool $tool --error-exitcode 9 /tmp/san_new/jaxpaged_sanitize $quick \
-    --paged-only > "$OUT/sanitize_$tool.log" 2>&1) &
-done
-(cd /tmp && PYTHONPATH=/tmp/ab_new:/tmp/site timeout $left python3 -m pytest -q -p no:cacheprovider -n 8 \
-  /tmp/ab_src_new/tests/test_fp8.py /tmp/ab_src_new/tests/test_paged_attention.py /tmp/ab_src_new/tests/test_plan.py \
-  /tmp/ab_src_new/tests/test_decode_loop.py /tmp/ab_src_new/tests/test_adversarial.py -k "not mla" \
-  > "$OUT/tests_new.log" 2>&1)
-echo "tests: rc $? - $(tail -1 "$OUT/tests_new.log")"
-grep -E "^FAILED|^ERROR" "$OUT/tests_new.log" | head -8
-wait
-for tool in memcheck racecheck; do
-  echo "$tool: $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/sanitize_$tool.log" | tail -1) | $(tail -1 "$OUT/sanitize_$tool.log")"
-done
+paged_sanitize_beside_tests new "not mla" 8 test_fp8.py test_paged_attention.py test_plan.py test_decode_loop.py \
+  test_adversarial.py
 echo "total $(( $(date +%s) - start )) s"

@@ -26,14 +26,7 @@ echo "sweep done $(( $(date +%s) - start )) s"
 for run in b64_tr:decode_fp8_b64_ctx4k:1 b64_plain:decode_fp8_b64_ctx4k:0 h64_tr:decode_fp8_h64_b32_ctx8k:1; do
   IFS=: read -r name cfg tr <<< "$run"
   (( 585 - ($(date +%s) - start) < 90 )) && { echo "no time for ncu $name"; break; }
-  env JAXPAGED_PAGED_TRANSPOSED=$tr timeout 120 ncu --set full --import-source yes -k regex:paged_tile -c 1 -f \
-    -o "/tmp/prof_$name" python3 "$R/bench/profile_one.py" "$cfg" > "/tmp/prof_$name.log" 2>&1
-  echo "== $name: ncu rc $?"
-  { echo "=== $name"; ncu -i "/tmp/prof_$name.ncu-rep" --page details 2>&1; } >> "$OUT/profile_details.txt"
-  if [[ $name == b64_tr ]]; then
-    ncu -i "/tmp/prof_$name.ncu-rep" --page source --csv --print-source sass > "/tmp/src_$name.csv" 2>/dev/null &&
-      python3 "$R/tools/ncu_top_lines.py" "/tmp/src_$name.csv" 60 > "$OUT/profile_source_$name.txt" 2>&1
-  fi
+  JAXPAGED_PAGED_TRANSPOSED=$tr ncu_paged "$name" "$cfg" $([[ $name == b64_tr ]] && echo source)
 done
 grep -E "^=== |Duration|DRAM Throughput|Issue Slots Busy|Eligible Warps|Warp Cycles Per Issued|Executed Instructions  |Registers Per|Achieved Occupancy" \
   "$OUT/profile_details.txt" | head -40

@@ -121,21 +121,25 @@ build_with_sanitizer() {
   echo "builds done $(( $(date +%s) - start )) s"
 }
 
-# paged_sanitize_beside_tests NAME K: memcheck and racecheck (--quick) of NAME's paged driver cases
-# (/tmp/san_NAME) in the background, beside pytest -n 6 -k K of NAME's test_paged_attention,
-# test_fp8 and test_plan, all in the call's time left of 585 s; then each one's summary line.
+# paged_sanitize_beside_tests NAME K [N FILE...]: memcheck and racecheck (--quick) of NAME's paged
+# driver cases (/tmp/san_NAME) in the background, beside pytest -n N (default 6) -k K of NAME's
+# test files (default test_paged_attention.py, test_fp8.py and test_plan.py), all in the call's
+# time left of 585 s; then the failures and each one's summary line.
 paged_sanitize_beside_tests() {
-  local name=$1 k=$2 left tool quick
+  local name=$1 k=$2 n=${3:-6} left tool quick f files=()
+  shift $(( $# < 3 ? $# : 3 ))
+  (( $# )) || set -- test_paged_attention.py test_fp8.py test_plan.py
+  for f in "$@"; do files+=("/tmp/ab_src_$name/tests/$f"); done
   left=$(( 585 - ($(date +%s) - start) ))
   for tool in memcheck racecheck; do
     quick=$([[ $tool == racecheck ]] && echo --quick)
     (cd /tmp && timeout $left compute-sanitizer --tool $tool --error-exitcode 9 /tmp/san_$name/jaxpaged_sanitize $quick \
       --paged-only > "$OUT/sanitize_$tool.log" 2>&1) &
   done
-  (cd /tmp && PYTHONPATH=/tmp/ab_$name:/tmp/site timeout $left python3 -m pytest -q -p no:cacheprovider -n 6 \
-    /tmp/ab_src_$name/tests/test_paged_attention.py /tmp/ab_src_$name/tests/test_fp8.py \
-    /tmp/ab_src_$name/tests/test_plan.py -k "$k" > "$OUT/tests_$name.log" 2>&1)
+  (cd /tmp && PYTHONPATH=/tmp/ab_$name:/tmp/site timeout $left python3 -m pytest -q -p no:cacheprovider -n "$n" \
+    "${files[@]}" -k "$k" > "$OUT/tests_$name.log" 2>&1)
   echo "tests of $name: rc $? - $(tail -1 "$OUT/tests_$name.log")"
+  grep -E "^(FAILED|ERROR)" "$OUT/tests_$name.log" | head -8
   wait
   for tool in memcheck racecheck; do
     echo "$tool: $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/sanitize_$tool.log" | tail -1) | $(tail -1 "$OUT/sanitize_$tool.log")"
@@ -166,4 +170,20 @@ dsmem_probe() {
     "$R/tools/dsmem_rate_probe.cu" && timeout "$1" /tmp/dsmem_rate_probe > "$OUT/dsmem_rate_probe.txt" 2>&1
   echo "dsmem probe rc $?"
   cat "$OUT/dsmem_rate_probe.txt"
+}
+
+# ncu_paged NAME CONFIG [source]: ncu --set full of the paged tile kernel's first launch in
+# bench/profile_one.py CONFIG (under the caller's environment; R = the repository, as build_into
+# sets it), under 150 s: its details page appended to $OUT/profile_details.txt; with `source`, its
+# top SASS lines and opcode shares in $OUT/profile_source_NAME.txt (tools/ncu_top_lines.py).
+ncu_paged() {
+  local name=$1 cfg=$2
+  timeout 150 ncu --set full --import-source yes -k regex:paged_tile -c 1 -f -o "/tmp/prof_$name" \
+    python3 "$R/bench/profile_one.py" "$cfg" > "/tmp/prof_$name.log" 2>&1
+  echo "== $name: ncu rc $?"
+  { echo "=== $name"; ncu -i "/tmp/prof_$name.ncu-rep" --page details 2>&1; } >> "$OUT/profile_details.txt"
+  if [[ ${3:-} == source ]]; then
+    ncu -i "/tmp/prof_$name.ncu-rep" --page source --csv --print-source sass > "/tmp/src_$name.csv" 2>/dev/null &&
+      python3 "$R/tools/ncu_top_lines.py" "/tmp/src_$name.csv" 60 > "$OUT/profile_source_$name.txt" 2>&1
+  fi
 }

@@ -3,7 +3,8 @@
 # (bc3edd9) fp8 decode is no longer purely issue-bound (time fell by a quarter of the instructions'
 # fall), so
 #  1. build (sm_90a) with 2026-11-29_paged_kv_splits_env.patch (JAXPAGED_KV_SPLITS=n forces n
-#     splits; unset = the launcher's choice) into /tmp/jp;
+#     splits; unset = the launcher's choice) and 2026-11-29_tile_softmax_lambdas.patch (a tidy to
+#     land if its tests pass) into /tmp/jp; test_fp8 and test_paged_attention (not mla);
 #  2. the split count swept (default 1 2 3 4 6) on the fp8 decode configs and two short bf16 ones,
 #     ours only, per call and per layer (session 31's sweep, item 52 e, was on a kernel 30% slower);
 #  3. ncu --set full of the tile kernel: fp8 b64 with the transposed tile and without
@@ -14,8 +15,16 @@ set -uo pipefail
 source bench/experiments/run_lib.sh
 use_peers
 export PYTHONUNBUFFERED=1
-patch -p1 --quiet < "$E/2026-11-29_paged_kv_splits_env.patch" || { echo "PATCH FAILED"; exit 1; }
+for pf in 2026-11-29_paged_kv_splits_env.patch 2026-11-29_tile_softmax_lambdas.patch; do
+  patch -p1 --quiet < "$E/$pf" || { echo "PATCH FAILED: $pf"; exit 1; }
+done
 build_into /tmp/jp
+# (the lambdas patch: the softmax's score and running-maximum steps shared by the plain and the
+# transposed tile; same SASS instruction counts, only compare forms differ - its GPU tests here)
+timeout 150 python3 -m pytest -q -p no:cacheprovider -n 8 "$R/tests/test_fp8.py" "$R/tests/test_paged_attention.py" \
+  -k "not mla" > "$OUT/tests.log" 2>&1
+echo "tests: rc $? - $(tail -1 "$OUT/tests.log")"
+grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -8
 CFGS=${CFGS:-"decode_fp8_b64_ctx4k decode_fp8_b8_ctx32k decode_fp8_h64_b32_ctx8k decode_b16_ctx2k decode_b256_ctx1k"}
 for n in ${SPLITS:-default 1 2 3 4 6}; do
   echo "== splits $n" | tee -a "$OUT/split_sweep.log"

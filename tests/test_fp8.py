@@ -99,19 +99,20 @@ def test_paged_fp8_decode_keys_outside_the_range_never_leak(rng, page_size, dtyp
 
 
 @pytest.mark.parametrize("dtype", FP8)
-def test_paged_fp8_queries_of_any_magnitude(rng, dtype):
-    """bf16 queries far outside float16's range, or spanning it within a head, on an fp8 cache (head
-    dim 128, decode: the tile kernel's register path, whose products run in float16 with the queries
-    scaled by a power of two per row since session 30, NOTES items 50 k / 51 c): as close to the
-    reference as ordinary queries."""
-    case = paged_case(rng, q_lens=[1, 1], kv_lens=[300, 77], num_q_heads=8, num_kv_heads=2, head_dim=128,
+@pytest.mark.parametrize("head_dim", [128, 64])
+def test_paged_fp8_queries_of_any_magnitude(rng, dtype, head_dim):
+    """bf16 queries far outside float16's range, or spanning it within a head, on an fp8 cache
+    (decode: the tile kernel's register path - at head dim 64 its transposed tiles - whose products
+    run in float16 with the queries scaled by a power of two per row since session 30, NOTES items
+    50 k / 51 c): as close to the reference as ordinary queries."""
+    case = paged_case(rng, q_lens=[1, 1], kv_lens=[300, 77], num_q_heads=8, num_kv_heads=2, head_dim=head_dim,
                       page_size=16, dtype=Q_DTYPE, decode=True)
     k8, v8 = _quantized(case, dtype, 0.02, 0.01)
     # Per query head (KV head 0's group: heads 0-3, KV head 1's: 4-7): 2^20, 2^-20, 0, and one head
     # whose elements run from 2^-40 to 2^15; then 2^20, 2^-20, 1 and such a head again.
     head_factors = np.array([2.0**20, 2.0**-20, 0.0, 1.0, 2.0**20, 2.0**-20, 1.0, 1.0], np.float32)
-    factors = np.broadcast_to(head_factors[:, None], (8, 128)).copy()
-    factors[3] = factors[7] = np.exp2(np.linspace(-40.0, 15.0, 128)).astype(np.float32)
+    factors = np.broadcast_to(head_factors[:, None], (8, head_dim)).copy()
+    factors[3] = factors[7] = np.exp2(np.linspace(-40.0, 15.0, head_dim)).astype(np.float32)
     q = (case.q.astype(jnp.float32) * factors[None]).astype(case.q.dtype)
     args = (q, k8, v8, case.kv_lens, case.block_tables)
     f = jax.jit(functools.partial(jaxpaged.paged_attention, k_scale=0.02, v_scale=0.01, return_lse=True))

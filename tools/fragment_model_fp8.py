@@ -6,11 +6,13 @@ transposed, split into even- and odd-dim column tiles of O. Checks S and O again
 warp's 16 rows x 16 keys. Then the transposed small tile (tile_kernel.cuh's TR: rows <= 8): S^T =
 K Q^T with the keys as M, P^T through movmatrix.trans, O^T = V^T P^T with the head dims as M.
 
-    python tools/fragment_model_fp8.py
+    python tools/fragment_model_fp8.py [D]   (D = 128 by default; 64 for the TR tiles at D = 64)
 """
 import numpy as np
 rng = np.random.default_rng(0)
-D, KEYS = 128, 16  # one warp: 16 rows x 16 keys per step (SUB = 16)
+import sys
+D = int(sys.argv[1]) if len(sys.argv) > 1 else 128  # head dim (the TR layouts: 64 or 128)
+KEYS = 16  # one warp: 16 rows x 16 keys per step (SUB = 16)
 
 def ldmatrix(smem_rows, trans=False):
     """smem_rows: list of 8 row byte arrays (16 bytes each) of one matrix, lane-indexed rows.
@@ -180,3 +182,18 @@ for n in OT:
             assert r == 2 * (t % 4) + (i & 1) and mrow == g + 8 * (i >> 1)
             assert abs(OT[n][t][i] - refOT[d, r]) < 1e-6, ("O^T", n, t, i)
 print("O^T = V^T P^T (16 dims as M: chunks c and c + 1's even or odd dims): ok")
+
+# --- The raw stages' swizzle (tile_kernel.cuh's raw_at): a bijection of each key row's chunks, and
+# each ldmatrix phase (8 consecutive keys from a multiple of 8, one logical chunk) on 8 different
+# 16-byte bank groups of the 128 bytes a phase's banks span.
+for Dm in (64, 128):
+    def raw_at(key, c):
+        return key * Dm + ((c ^ ((key >> 1) & 3) if Dm == 64 else c ^ (key & 7)) << 4)
+    chunks = Dm // 16
+    for key in range(64):
+        assert sorted((raw_at(key, c) - key * Dm) >> 4 for c in range(chunks)) == list(range(chunks)), ("row", Dm, key)
+    for k0 in range(0, 64, 8):
+        for c in range(chunks):
+            groups = {(raw_at(k0 + i, c) % 128) >> 4 for i in range(8)}
+            assert len(groups) == 8, ("bank groups", Dm, k0, c, groups)
+print("raw stage swizzle (D = 64, 128): rows permuted, ldmatrix phases conflict-free: ok")

@@ -95,8 +95,11 @@ CONFIGS = [
     Paged("decode_fp8_b8_ctx32k", batch=8, ctx=32768, kv_dtype="float8_e5m2"),
     Paged("decode_fp8_h64_b32_ctx8k", hq=64, batch=32, ctx=8192, kv_dtype="float8_e4m3fn"),
     # head dim 64 with GQA 8 (gpt-oss's attention shape; its sinks and windows aside): the fp8 tile
-    # kernel's D = 64 instance (its tiles of <= 8 rows transposed since session 49's patch)
+    # kernel's D = 64 instance (its tiles of <= 8 rows transposed by session 49's prepared patch)
     Paged("decode_fp8_d64_h64_b64_ctx4k", hq=64, dim=64, kv_dtype="float8_e4m3fn"),
+    # decode_d256_softcap_b32_ctx8k over an fp8 cache (Gemma 2's head dim and soft cap)
+    Paged("decode_fp8_d256_softcap_b32_ctx8k", hq=16, dim=256, soft_cap=50.0, batch=32, ctx=8192,
+          kv_dtype="float8_e4m3fn"),
     Mla("mla_h128_b64_ctx4k"),
     Mla("mla_h128_b128_ctx8k", batch=128, ctx=8192),
     Mla("mla_h128_sq2_causal_b64_ctx4k", s_q=2, causal=True),

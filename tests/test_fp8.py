@@ -99,12 +99,13 @@ def test_paged_fp8_decode_keys_outside_the_range_never_leak(rng, page_size, dtyp
 
 
 @pytest.mark.parametrize("dtype", FP8)
-@pytest.mark.parametrize("head_dim", [128, 64])
+@pytest.mark.parametrize("head_dim", [128, 64, 256])
 def test_paged_fp8_queries_of_any_magnitude(rng, dtype, head_dim):
     """bf16 queries far outside float16's range, or spanning it within a head, on an fp8 cache
-    (decode: the tile kernel's register path - at head dim 64 its transposed tiles - whose products
-    run in float16 with the queries scaled by a power of two per row since session 30, NOTES items
-    50 k / 51 c): as close to the reference as ordinary queries."""
+    (decode: the tile kernel's register path - with session 49's prepared patch, at head dims 64 and
+    256 too, as transposed tiles - whose products run in float16 with the queries scaled by a power
+    of two per row since session 30, NOTES items 50 k / 51 c): as close to the reference as
+    ordinary queries."""
     case = paged_case(rng, q_lens=[1, 1], kv_lens=[300, 77], num_q_heads=8, num_kv_heads=2, head_dim=head_dim,
                       page_size=16, dtype=Q_DTYPE, decode=True)
     k8, v8 = _quantized(case, dtype, 0.02, 0.01)

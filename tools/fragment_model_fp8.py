@@ -6,12 +6,12 @@ transposed, split into even- and odd-dim column tiles of O. Checks S and O again
 warp's 16 rows x 16 keys. Then the transposed small tile (tile_kernel.cuh's TR: rows <= 8): S^T =
 K Q^T with the keys as M, P^T through movmatrix.trans, O^T = V^T P^T with the head dims as M.
 
-    python tools/fragment_model_fp8.py [D]   (D = 128 by default; 64 for the TR tiles at D = 64)
+    python tools/fragment_model_fp8.py [D]   (D = 128 by default; 64 or 256 for the TR tiles there)
 """
 import numpy as np
 rng = np.random.default_rng(0)
 import sys
-D = int(sys.argv[1]) if len(sys.argv) > 1 else 128  # head dim (the TR layouts: 64 or 128)
+D = int(sys.argv[1]) if len(sys.argv) > 1 else 128  # head dim (the TR layouts: 64, 128 or 256)
 KEYS = 16  # one warp: 16 rows x 16 keys per step (SUB = 16)
 
 def ldmatrix(smem_rows, trans=False):
@@ -186,7 +186,7 @@ print("O^T = V^T P^T (16 dims as M: chunks c and c + 1's even or odd dims): ok")
 # --- The raw stages' swizzle (tile_kernel.cuh's raw_at): a bijection of each key row's chunks, and
 # each ldmatrix phase (8 consecutive keys from a multiple of 8, one logical chunk) on 8 different
 # 16-byte bank groups of the 128 bytes a phase's banks span.
-for Dm in (64, 128):
+for Dm in (64, 128, 256):
     def raw_at(key, c):
         return key * Dm + ((c ^ ((key >> 1) & 3) if Dm == 64 else c ^ (key & 7)) << 4)
     chunks = Dm // 16
@@ -196,4 +196,4 @@ for Dm in (64, 128):
         for c in range(chunks):
             groups = {(raw_at(k0 + i, c) % 128) >> 4 for i in range(8)}
             assert len(groups) == 8, ("bank groups", Dm, k0, c, groups)
-print("raw stage swizzle (D = 64, 128): rows permuted, ldmatrix phases conflict-free: ok")
+print("raw stage swizzle (D = 64, 128, 256): rows permuted, ldmatrix phases conflict-free: ok")

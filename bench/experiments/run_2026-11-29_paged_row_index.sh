@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# (Ran in session 49 on 6a67027; the patch landed as d281c5f, so it no longer applies: NOTES item 74 a.)
 # Session 48's prepared experiment (NOTES item 73 g), one call (carry .whl): the tile kernel's
 # loader addressing each key by a 32-bit row index published once a stage
 # (2026-11-29_paged_row_index.patch: the decode loop 646 -> 601 SASS instructions a warp a stage)

@@ -60,6 +60,10 @@ struct TileConfig {
   // Small tiles over fp8 caches with D = 128 convert fragments in registers (kRegFp8 in
   // attend_tile), so the decode instance needs no converted buffer; the large tiles still do.
   static constexpr bool kRegFp8 = FP8 && D == 128;
+  // Small tiles of at most 8 rows over fp8 caches run the transposed products (attend_tile's TR)
+  // on the register path's raw stages: D = 128, and D = 64 and 256 (whose other tiles convert
+  // stages).
+  static constexpr bool kTransposedFp8 = FP8 && (D == 128 || D == 64 || D == 256);
   static constexpr size_t kConvertedBytes =
       FP8 && (LARGE || !kRegFp8) ? size_t(kKeys) * D * 2 * 2 : 0;  // 16-bit K + V
   static constexpr size_t kStageRegion = kConvertedBytes + kStages * kStageBytes;
@@ -109,8 +113,11 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
   // the lane's B fragment of S = Q K^T. V is loaded transposed: a lane gets 2 keys x 2 adjacent dims
   // and splits them (even dims, odd dims) into two 8-column tiles of O, whose columns are therefore
   // 16 c + 2 n + parity. No conversion pass, no second barrier per stage, no 16-bit buffer.
-  constexpr bool kRegFp8 = FP8 && WM == 1 && C::kRegFp8;
-  static_assert(!kRegFp8 || (WD == 1 && D == 128), "the register path: one warp over all columns");
+  // (TR tiles run on the register path's stages at D = 64 too; the plain register-path math is
+  // D = 128's only)
+  constexpr bool kRegFp8 = FP8 && WM == 1 && (C::kRegFp8 || TR);
+  static_assert(!kRegFp8 || (WD == 1 && (D == 128 || (TR && D == 64))) || (TR && D == 256 && WD == 2),
+                "the register path: one warp over all columns (TR at D = 256: two)");
   // The register path with bf16 queries runs its products on f16 tensor cores (M): an fp8 value is
   // an f16 exactly (one cvt per two values, where bf16 needs the f16 widened and packed again: 4),
   // the queries become f16 times a power of two per row (exact: bf16's 8 bits fit f16's 11; the
@@ -127,9 +134,17 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
   // and c + 1's even or odd dims, from the same transposed loads and conversions as the plain
   // path). A lane holds keys lane / 4 and + 8 of rows 2 (lane % 4) and + 1; O^T's accumulator n
   // element i: row 2 (lane % 4) + (i & 1), dim 16 (n & ~1) + 16 (i >> 1) + 2 (lane / 4) + (n & 1).
-  // tools/fragment_model_fp8.py checks these layouts. NOTES item 74 b.
-  static_assert(!TR || (kRegFp8 && WK == 4), "the transposed tile: the register path's small tile");
-  constexpr int NACC = TR ? D / 16 : NT;  // accumulator tiles (TR: 16 dims x 8 rows each)
+  // tools/fragment_model_fp8.py checks these layouts. NOTES item 74 b. At D = 256 (32-key stages,
+  // WD = 2) the two warps of a key group compute the same S^T and softmax and split O^T's columns.
+  static_assert(!TR || (kRegFp8 && C::kTransposedFp8 && KW == 16), "the transposed tile: the register path's small tile");
+  // Byte offset of 16-byte chunk c of key row `key` in a raw register-path stage: swizzled so that
+  // ldmatrix's 8 rows of one chunk hit 8 different 16-byte bank groups (D = 128 and 256: rows of
+  // 128 or 256 bytes, chunk c ^ (key % 8); D = 64: rows of 64 bytes, two to 128, chunk
+  // c ^ (key / 2 % 4)).
+  auto raw_at = [](int key, int c) {
+    return key * D + ((D == 64 ? c ^ ((key >> 1) & 3) : c ^ (key & 7)) << 4);
+  };
+  constexpr int NACC = TR ? D / WD / 16 : NT;  // accumulator tiles (TR: 16 dims x 8 rows each)
   const int split = blockIdx.y, num_splits = gridDim.y;
   const int G = int(p.num_q_heads / p.num_kv_heads);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -242,8 +257,7 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
       const int row = rows[key];
       const bool valid = row >= 0;  // (a bad page is marked, not read)
       const uint64_t off = valid ? uint64_t(uint32_t(row)) * uint32_t(p.slot_stride) : 0;
-      const int at = kRegFp8 ? key * D + ((my_chunk ^ (key & 7)) << 4)
-                             : (FP8 ? key * D + my_chunk * 16 : swz<D>(key, my_chunk));
+      const int at = kRegFp8 ? raw_at(key, my_chunk) : (FP8 ? key * D + my_chunk * 16 : swz<D>(key, my_chunk));
       cp_async_16(sK + at, k_base + off, valid);
       cp_async_16(sV + at, v_base + off, valid);
     }
@@ -307,13 +321,30 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
   float acc[NACC][4];
 #pragma unroll
   for (int n = 0; n < NACC; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+  // A raw product as this thread's row h's score of key j: scaled, capped, -inf where the row does
+  // not see j.
+  auto score = [&](float v, int h, int j) {
+    v *= kF16 ? s_mul_row[h] : s_mul;
+    if (capped) v = cap_mul * fast_tanh(v);
+    return (j >= vis_b[h] && j < vis_e[h]) ? v : -INFINITY;
+  };
+  // Row h's running maximum after a step whose own maximum (over the row's lanes) is `step_max`;
+  // the row sum follows; returns the factor the row's accumulators take.
+  auto advance_max = [&](int h, float step_max) {
+    const float m_new = fmaxf(m[h], step_max);
+    const float corr = m_new == -INFINITY ? 1.f : rescale(m[h], m_new);
+    m[h] = m_new;
+    l[h] *= corr;
+    return corr;
+  };
 
   if constexpr (kF16) {  // the queries (stored above, before its barrier): bf16 -> f16 x 2^k per row
     // Every warp reads the 16 rows (a lane: rows lane / 4 and + 8, dims 32 (lane % 4) ..
     // + 31 - its own two rows, as the accumulator layout gives them) and derives the two
     // rows' k; warp 0 alone writes the converted rows back, between two barriers.
     static_assert(R == 16, "the small tile's 16 rows");
-    uint4 qv[2][4];
+    constexpr int QC = D / 32;  // 16-byte chunks of a row a lane reads (a quad covers the row)
+    uint4 qv[2][QC];
     float qmul[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -323,8 +354,8 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
       // score against a key where the reference has -inf, then inf - inf = NaN).
       uint32_t mb = 0;
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        qv[h][i] = *reinterpret_cast<const uint4*>(sQ + swz<D>(r, 4 * (lane % 4) + i));
+      for (int i = 0; i < QC; ++i) {
+        qv[h][i] = *reinterpret_cast<const uint4*>(sQ + swz<D>(r, QC * (lane % 4) + i));
         const uint32_t w[4] = {qv[h][i].x, qv[h][i].y, qv[h][i].z, qv[h][i].w};
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
@@ -346,13 +377,13 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
       for (int h = 0; h < 2; ++h) {
         const int r = lane / 4 + 8 * h;
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
+        for (int i = 0; i < QC; ++i) {
           const uint32_t w[4] = {qv[h][i].x, qv[h][i].y, qv[h][i].z, qv[h][i].w};
           uint32_t o[4];
 #pragma unroll
           for (int j = 0; j < 4; ++j)
             o[j] = pack2<gpu_half>(__uint_as_float(w[j] << 16) * qmul[h], __uint_as_float(w[j] & 0xFFFF0000u) * qmul[h]);
-          *reinterpret_cast<uint4*>(sQ + swz<D>(r, 4 * (lane % 4) + i)) = make_uint4(o[0], o[1], o[2], o[3]);
+          *reinterpret_cast<uint4*>(sQ + swz<D>(r, QC * (lane % 4) + i)) = make_uint4(o[0], o[1], o[2], o[3]);
         }
       }
     }
@@ -418,7 +449,7 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
         // Matrices: keys 0-7 and 8-15 of chunk ks, then of chunk ks + 1: a lane's word is 4 bytes
         // of key lane / 4 (or + 8), the A fragment's pairs of logical dims 2q and 8 + 2q.
         uint32_t raw[4];
-        ldmatrix_x4(raw, rawK + kr * D + (((ks + (lane >> 4)) ^ (kr & 7)) << 4));
+        ldmatrix_x4(raw, rawK + raw_at(kr, ks + (lane >> 4)));
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
           uint32_t a[4];
@@ -432,9 +463,7 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
       for (int e = 0; e < 4; ++e) {
         const int h = e & 1;
         const int j = tile_start + key0 + (lane >> 2) + 8 * (e >> 1);
-        float v = s[e] * (kF16 ? s_mul_row[h] : s_mul);
-        if (capped) v = cap_mul * fast_tanh(v);
-        v = (j >= vis_b[h] && j < vis_e[h]) ? v : -INFINITY;
+        const float v = score(s[e], h, j);
         s[e] = v;
         mx[h] = fmaxf(mx[h], v);
       }
@@ -444,10 +473,7 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
         mx[h] = fmaxf(mx[h], gpu::shfl_xor(mx[h], 4));
         mx[h] = fmaxf(mx[h], gpu::shfl_xor(mx[h], 8));
         mx[h] = fmaxf(mx[h], gpu::shfl_xor(mx[h], 16));
-        const float m_new = fmaxf(m[h], mx[h]);
-        corr[h] = m_new == -INFINITY ? 1.f : rescale(m[h], m_new);
-        m[h] = m_new;
-        l[h] *= corr[h];
+        corr[h] = advance_max(h, mx[h]);
       }
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
@@ -468,10 +494,11 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
       // P^T's fragments as 8x8 matrices [key][row] (keys 0-7, then 8-15), transposed: O^T's B.
       const uint32_t pb[2] = {movmatrix_trans(pack2<M>(s[0], s[1])), movmatrix_trans(pack2<M>(s[2], s[3]))};
 #pragma unroll
-      for (int c = 0; c < D / 16; c += 2) {
-        // As the plain path's V loads; a0 / a1 = dim rows of chunks c / c + 1, a2 / a3 = keys + 8.
+      for (int c = 0; c < NACC; c += 2) {
+        // As the plain path's V loads; a0 / a1 = dim rows of chunks c / c + 1 of this warp's
+        // columns, a2 / a3 = keys + 8.
         uint32_t raw[4];
-        ldmatrix_x4_trans(raw, rawV + kr * D + (((c + (lane >> 4)) ^ (kr & 7)) << 4));
+        ldmatrix_x4_trans(raw, rawV + raw_at(kr, (WD == 1 ? 0 : col0 / 16) + c + (lane >> 4)));
         uint32_t even[4], odd[4];
         fp8x4_to_half2x2_bits<E5M2>(__byte_perm(raw[0], 0u, 0x3120), even[0], odd[0]);
         fp8x4_to_half2x2_bits<E5M2>(__byte_perm(raw[2], 0u, 0x3120), even[1], odd[1]);
@@ -497,7 +524,7 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
             for (int n = 0; n < SUB / 8; ++n) {
               const int kr = key0 + n * 8 + (lane & 7);
               uint32_t raw[4];  // matrix i: k-step ks + i (one 16-byte chunk of each of 8 keys)
-              ldmatrix_x4(raw, rawK + kr * D + (((ks + (lane >> 3)) ^ (kr & 7)) << 4));
+              ldmatrix_x4(raw, rawK + raw_at(kr, ks + (lane >> 3)));
 #pragma unroll
               for (int i = 0; i < 4; ++i) {
                 uint32_t bf[2];  // (M is float16 here: the half2 bits are the operand)
@@ -532,9 +559,7 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
           for (int e = 0; e < 4; ++e) {
             const int h = e >> 1;
             const int j = tile_start + key0 + n * 8 + (lane & 3) * 2 + (e & 1);
-            float v = s[n][e] * (kF16 ? s_mul_row[h] : s_mul);
-            if (capped) v = cap_mul * fast_tanh(v);
-            v = (j >= vis_b[h] && j < vis_e[h]) ? v : -INFINITY;
+            const float v = score(s[n][e], h, j);
             s[n][e] = v;
             mx[h] = fmaxf(mx[h], v);
           }
@@ -544,10 +569,7 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
         for (int h = 0; h < 2; ++h) {
           mx[h] = fmaxf(mx[h], gpu::shfl_xor(mx[h], 1));
           mx[h] = fmaxf(mx[h], gpu::shfl_xor(mx[h], 2));
-          const float m_new = fmaxf(m[h], mx[h]);
-          corr[h] = m_new == -INFINITY ? 1.f : rescale(m[h], m_new);
-          m[h] = m_new;
-          l[h] *= corr[h];
+          corr[h] = advance_max(h, mx[h]);
         }
 #pragma unroll
         for (int n = 0; n < SUB / 8; ++n) {
@@ -589,7 +611,7 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
 #pragma unroll
             for (int c = 0; c < D / 16; c += 2) {
               uint32_t raw[4];
-              ldmatrix_x4_trans(raw, rawV + vr * D + (((c + (lane >> 4)) ^ (vr & 7)) << 4));
+              ldmatrix_x4_trans(raw, rawV + raw_at(vr, c + (lane >> 4)));
 #pragma unroll
               for (int h = 0; h < 2; ++h) {
                 const uint32_t lo = __byte_perm(raw[2 * h], 0u, 0x3120), hi = __byte_perm(raw[2 * h + 1], 0u, 0x3120);
@@ -682,7 +704,7 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
           sAcc[(wk * 16 + r) * D + acc_col(n, 1)] = acc[n][2 * h + 1];
         }
       }
-      if (TR ? lane < 4 : ((lane & 3) == 0 && wd == 0)) {
+      if ((TR ? lane < 4 : (lane & 3) == 0) && wd == 0) {
         sM[wk * 16 + r] = m[h];
         sL[wk * 16 + r] = ((bad_rows >> h) & 1) ? NAN : l[h];  // NaN marks the row bad
       }
@@ -692,7 +714,7 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
       for (int n = 0; n < NACC; ++n) {
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-          const int d = 16 * (n & ~1) + 16 * (i >> 1) + 2 * (lane >> 2) + (n & 1);
+          const int d = (WD == 1 ? 0 : col0) + 16 * (n & ~1) + 16 * (i >> 1) + 2 * (lane >> 2) + (n & 1);
           sAcc[(wk * 16 + row_of(i & 1)) * D + d] = acc[n][i];
         }
       }
@@ -905,17 +927,19 @@ __global__ void __launch_bounds__(kTileThreads)
     }
   }
   if (large) return;
-  if constexpr (TileConfig<D, LARGE, FP8>::kRegFp8) {  // (the fp8 format as a constant in the math)
+  // (the fp8 format as a constant in the register path's math)
+  if constexpr (TileConfig<D, LARGE, FP8>::kTransposedFp8) {
     // A tile of at most 8 rows runs the transposed products (attend_tile's TR) unless the launcher
     // says not to (JAXPAGED_PAGED_TRANSPOSED=0).
-    const bool tr = transposed && int64_t(q_len) * group - int64_t(tile) * kSmallRows <= 8;
-    if (p.kv_e5m2) {
-      if (tr) attend_tile<T, D, LARGE, FP8, 1, true, true>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
-      else attend_tile<T, D, LARGE, FP8, 1, true>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
+    if (transposed && int64_t(q_len) * group - int64_t(tile) * kSmallRows <= 8) {
+      if (p.kv_e5m2) attend_tile<T, D, LARGE, FP8, 1, true, true>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
+      else attend_tile<T, D, LARGE, FP8, 1, false, true>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
       return;
     }
-    if (tr) {
-      attend_tile<T, D, LARGE, FP8, 1, false, true>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
+  }
+  if constexpr (TileConfig<D, LARGE, FP8>::kRegFp8) {
+    if (p.kv_e5m2) {
+      attend_tile<T, D, LARGE, FP8, 1, true>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
       return;
     }
   }

@@ -48,12 +48,15 @@ def test_paged_fp8_cache_matches_reference(rng, dtype, decode, kv_layout, head_d
                  reference.paged_attention(*args, kv_layout=kv_layout, k_scale=0.02, v_scale=0.01), Q_DTYPE)
 
 
-def test_paged_fp8_decode_over_several_waves(rng):
+@pytest.mark.parametrize("head_dim", [128, 64, 256])
+def test_paged_fp8_decode_over_several_waves(rng, head_dim):
     # fp8 pure decode with more blocks than the GPU holds at once and varied lengths: the register
-    # path's blocks find their sequences in the longest-first order themselves (no tile list).
+    # path's blocks find their sequences in the longest-first order themselves (no tile list); at
+    # head dims 64 and 256 in the launch without the converted buffer's shared memory (GQA 4, every
+    # tile transposed).
     kv_lens = list(rng.integers(0, 70, size=250))
     kv_lens[:2] = [300, 0]
-    case = paged_case(rng, q_lens=[1] * 250, kv_lens=kv_lens, num_q_heads=32, num_kv_heads=8, head_dim=128,
+    case = paged_case(rng, q_lens=[1] * 250, kv_lens=kv_lens, num_q_heads=32, num_kv_heads=8, head_dim=head_dim,
                       page_size=16, dtype=Q_DTYPE, decode=True, spare_pages=1)
     k8, v8 = _quantized(case, "float8_e4m3fn", 0.02, 0.01)
     q, _, _, lens, table = case.args()[:5]
@@ -68,8 +71,10 @@ def test_paged_fp8_decode_over_several_waves(rng):
 @pytest.mark.parametrize("page_size, dtype", [(16, "float8_e4m3fn"), (32, "float8_e5m2"), (64, "float8_e4m3fn"),
                                              (128, "float8_e5m2")])
 @pytest.mark.parametrize("kv_layout", ["NHD", "HND"])
-def test_paged_fp8_decode_keys_outside_the_range_never_leak(rng, page_size, dtype, kv_layout):
-    """fp8 pure decode with head dim 128 (the tile kernel's register path on a GPU): keys before the
+@pytest.mark.parametrize("head_dim", [128, 64, 256])
+def test_paged_fp8_decode_keys_outside_the_range_never_leak(rng, page_size, dtype, kv_layout, head_dim):
+    """fp8 pure decode with GQA 8 (the tile kernel's transposed register path on a GPU, at head dims
+    64 and 256 launched without the converted buffer's shared memory): keys before the
     window, past the length (NaN in the cache here) or on a page id out of range must count for
     nothing, whatever a stage loads beside the keys it uses (written for session 48's TMA stages,
     whole page rows from a multiple of 64 keys, NOTES item 73 b; they were dropped, the cp.async
@@ -77,7 +82,7 @@ def test_paged_fp8_decode_keys_outside_the_range_never_leak(rng, page_size, dtyp
     key before the window of sequence 0; an out-of-range page id in sequence 3 at key 100, inside
     the 250-key window (NaN rows for that sequence only) but outside the 77-key one."""
     kv_lens = [1000, 37, 0, 300, 64, 129]
-    case = paged_case(rng, q_lens=[1] * 6, kv_lens=kv_lens, num_q_heads=16, num_kv_heads=2, head_dim=128,
+    case = paged_case(rng, q_lens=[1] * 6, kv_lens=kv_lens, num_q_heads=16, num_kv_heads=2, head_dim=head_dim,
                       page_size=page_size, dtype=Q_DTYPE, kv_layout=kv_layout, decode=True)
     table = np.asarray(case.block_tables).copy()
     k, v = (np.array(c.astype(jnp.float32)) for c in (case.k_cache, case.v_cache))

@@ -332,6 +332,12 @@ int main(int argc, char** argv) {
        false, 2, 0, false, 2},
       {"fp8 e4m3 decode page 128, long (splits), window, soft cap", {}, {20000, 129, 64}, 16, 2, 128, 128, false, 250,
        20.f, false, 1, 0, false, 1},
+      // fp8 decode with GQA <= 8 at head dims 64 and 256: every tile transposed, launched without the
+      // converted buffer's shared memory (launch_paged_tiles' raw_only)
+      {"fp8 e4m3 decode d64 GQA 8, junk ids, window", {}, {37, 5000, -3, 0, 700}, 64, 8, 64, 16, false, 300, 0.f,
+       false, 2, 0, false, 1},
+      {"fp8 e5m2 decode d256 GQA 4, HND, junk ids, soft cap", {}, {37, 5000, -3, 0, 700}, 16, 4, 256, 16, true, 0, 30.f,
+       true, 2, 0, false, 2},
   };
   // Pure decode over several waves of blocks (x 8-32 KV heads): up to 128 sequences (bf16; fp8 256)
   // the blocks find their sequences in the longest-first order themselves (tile_kernel.cuh,
@@ -350,6 +356,8 @@ int main(int argc, char** argv) {
   paged.push_back({"fp8 e4m3 decode 250 sequences, varied lengths", {}, lengths(250, false), 32, 8, 128, 16, false,
                    0, 0.f, false, 0, 0, false, 1});
   paged.push_back({"fp8 e4m3 decode 256 sequences, equal lengths", {}, lengths(256, true), 32, 8, 128, 16, false,
+                   0, 0.f, false, 0, 0, false, 1});
+  paged.push_back({"fp8 e4m3 decode d64 250 sequences, varied lengths", {}, lengths(250, false), 32, 8, 64, 16, false,
                    0, 0.f, false, 0, 0, false, 1});
   paged.push_back({"decode 400 sequences (the list)", {}, lengths(400, false), 32, 8, 128, 16});
   std::vector<MlaCase> mla = {

@@ -34,7 +34,16 @@ ffi::Error launch_paged_tiles(const PagedAttentionParams& p, const PagedWorkspac
   const int64_t blocks = tiles * p.num_kv_heads;
   auto kernel = paged_tile_kernel<T, D, LARGE, FP8>;
   JP_RETURN_IF_ERROR(allow_smem(kernel, C::kSmemBytes, "paged_tile_kernel (shared memory size)"));
-  const int64_t resident = resident_blocks(kernel, kTileThreads, C::kSmemBytes);
+  // The fp8 register path's tiles of at most 8 rows run transposed (tile_kernel.cuh, attend_tile's
+  // TR) unless JAXPAGED_PAGED_TRANSPOSED=0 (read once; an A/B switch). Pure decode with GQA groups
+  // of <= 8 then runs every tile so, on the raw stages alone: launched without the converted
+  // buffer's shared memory (kRawOnlySmemBytes; D = 64: 61 -> 45 KiB, 3 -> 4 blocks an SM; D = 256:
+  // 105 -> 73 KiB, 2 -> 3), the kernel told by transposed = 2.
+  static const bool transposed = env_not_zero("JAXPAGED_PAGED_TRANSPOSED");
+  const bool raw_only = C::kTransposedFp8 && !LARGE && C::kRawOnlySmemBytes < C::kSmemBytes && transposed &&
+                        p.decode_only && group <= 8;
+  const size_t smem = raw_only ? C::kRawOnlySmemBytes : C::kSmemBytes;
+  const int64_t resident = resident_blocks(kernel, kTileThreads, smem);
   // A ragged call's padding rows (owned by no sequence) are cleared by blocks after the tiles'
   // (at most one wave of them, kTileThreads / 32 rows at a time each).
   const int64_t pad_blocks =
@@ -71,13 +80,10 @@ ffi::Error launch_paged_tiles(const PagedAttentionParams& p, const PagedWorkspac
   // its blocks exit): the launch gaps overlap. Not as a call's first kernel: behind another
   // kernel it gains nothing, and it measured slower per call on decode_b16_ctx2k (NOTES item 46).
   const bool dependent = dependent_launches();
-  // The fp8 register path's tiles of at most 8 rows run transposed (tile_kernel.cuh, attend_tile's
-  // TR) unless JAXPAGED_PAGED_TRANSPOSED=0 (read once; an A/B switch).
-  static const bool transposed = env_not_zero("JAXPAGED_PAGED_TRANSPOSED");
   JP_RETURN_IF_ERROR(launch_chained(dependent && work == own, "paged_tile_kernel", kernel,
                                     dim3(unsigned(blocks + pad_blocks), unsigned(splits)), dim3(kTileThreads),
-                                    C::kSmemBytes, stream, p, page_shift_of(p.page_size), work, by_length,
-                                    transposed ? 1 : 0, blocks, ws_out, ws_lse));
+                                    smem, stream, p, page_shift_of(p.page_size), work, by_length,
+                                    raw_only ? 2 : (transposed ? 1 : 0), blocks, ws_out, ws_lse));
   if (splits == 1) return ffi::Error::Success();
   return launch_combine_splits<T>(ws_out, ws_lse, splits, rows, D, static_cast<T*>(p.out), p.lse, stream, dependent);
 }

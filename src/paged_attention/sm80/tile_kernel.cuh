@@ -74,6 +74,12 @@ struct TileConfig {
       size_t(kQRows) * D * 2 + kStageRegion + size_t(kStages) * kKeys * 4 + size_t(kMaskSlots) * 8;
   // The small tile's warp merge reuses the stage region: (kKeys / 16) x 16 rows x (D + 2) floats.
   static_assert(kKeys * (D + 2) * 4 <= kStageRegion, "merge buffer must fit the stages");
+  // The register path's raw stages start the stage region (attend_tile's sRaw), so a launch whose
+  // every tile runs it - pure decode with GQA groups of <= 8 over an fp8 cache, every tile TR -
+  // needs no converted buffer: at D = 64 and 256 that much less shared memory lets one more block
+  // onto an SM (launch_paged_tiles; D = 128's small instance has none to drop).
+  static constexpr size_t kRawOnlySmemBytes = kSmemBytes - kConvertedBytes;
+  static_assert(kKeys * (D + 2) * 4 <= kStages * kStageBytes, "merge buffer must fit the raw stages");
 };
 
 // Element offset of 16-byte chunk `c` of row `r` in a swizzled [rows][D] tile.
@@ -153,8 +159,9 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
 
   T* sQ = reinterpret_cast<T*>(smem);
   T* sStage = sQ + C::kQRows * D;  // 16-bit K and V the math reads: the stages, or (FP8) one buffer
-  // Stage s: K at sRaw + s * 2 * KT * D, V after it (16-bit and swizzled; fp8: plain [key][D] bytes).
-  KV* sRaw = reinterpret_cast<KV*>(reinterpret_cast<unsigned char*>(sStage) + C::kConvertedBytes);
+  // Stage s: K at sRaw + s * 2 * KT * D, V after it (16-bit and swizzled; fp8: plain [key][D] bytes,
+  // after the converted buffer; the register path, which has none, from the region's start).
+  KV* sRaw = reinterpret_cast<KV*>(reinterpret_cast<unsigned char*>(sStage) + (kRegFp8 ? 0 : C::kConvertedBytes));
 
   const int64_t rows_total = int64_t(q_len) * G;
   const int64_t row0 = int64_t(tile) * R;
@@ -873,8 +880,9 @@ __device__ void clear_padding_rows(const PagedAttentionParams& p, int64_t index,
 // own, or a plan's), or null for pure decode without one: in sequence order (one wave), or in
 // length order when `by_length` (seq_in_length_order). A plan is caller data: its header is
 // clamped to the list's capacity and its entries are checked, so a wrong one costs rows their
-// values (never an access out of bounds). `transposed`: the fp8 register path's tiles of at most 8
-// rows may run attend_tile's TR.
+// values (never an access out of bounds). `transposed`: 1: the fp8 register path's tiles of at most
+// 8 rows may run attend_tile's TR; 2: so may they, and the launch's shared memory is
+// kRawOnlySmemBytes (every tile is one: any other returns, as it would not fit).
 template <typename T, int D, bool LARGE, bool FP8>
 __global__ void __launch_bounds__(kTileThreads)
     paged_tile_kernel(const PagedAttentionParams p, int page_shift, const int32_t* __restrict__ work,
@@ -937,6 +945,7 @@ __global__ void __launch_bounds__(kTileThreads)
       return;
     }
   }
+  if (transposed == 2) return;  // (unreachable: the launcher chose raw-only shared memory for TR tiles)
   if constexpr (TileConfig<D, LARGE, FP8>::kRegFp8) {
     if (p.kv_e5m2) {
       attend_tile<T, D, LARGE, FP8, 1, true>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);

@@ -12,14 +12,7 @@ set -uo pipefail
 source bench/experiments/run_lib.sh
 use_peers
 LIMIT=${LIMIT:-385}
-VARIANTS="base=. new=patch:$E/2026-11-28_paged_raw_only_smem.patch"
-# shellcheck disable=SC2086
-build_with_sanitizer new $VARIANTS
-# shellcheck disable=SC2086
-AB_REUSE=1 OUT=$OUT/ab timeout 120 bash bench/ab.sh "${ROUNDS:-2}" $VARIANTS -- --ours-step \
-  --only decode_fp8_d64_h64_b64_ctx4k decode_fp8_d256_softcap_b32_ctx8k decode_fp8_b64_ctx4k > "$OUT/ab_run.log" 2>&1
-grep -E "^==|^decode" "$OUT/ab/ab.log" | cut -c1-100
-echo "timing done $(( $(date +%s) - start )) s"
+patch_ab 2026-11-28_paged_raw_only_smem.patch "${ROUNDS:-2}" 120 decode_fp8_d64_h64_b64_ctx4k decode_fp8_d256_softcap_b32_ctx8k decode_fp8_b64_ctx4k
 left=$(( LIMIT - ($(date +%s) - start) ))
 (cd /tmp && timeout $left compute-sanitizer --tool memcheck --error-exitcode 9 /tmp/san_new/jaxpaged_sanitize \
   --paged-only > "$OUT/sanitize_memcheck.log" 2>&1) &

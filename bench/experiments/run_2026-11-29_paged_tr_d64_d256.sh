@@ -12,13 +12,6 @@
 set -uo pipefail
 source bench/experiments/run_lib.sh
 use_peers
-VARIANTS="base=. new=patch:$E/2026-11-29_paged_tr_d64_d256.patch"
-# shellcheck disable=SC2086
-build_with_sanitizer new $VARIANTS
-# shellcheck disable=SC2086
-AB_REUSE=1 OUT=$OUT/ab timeout 240 bash bench/ab.sh "${ROUNDS:-3}" $VARIANTS -- --ours-step \
-  --only decode_fp8_d64_h64_b64_ctx4k decode_fp8_d256_softcap_b32_ctx8k decode_fp8_b64_ctx4k > "$OUT/ab_run.log" 2>&1
-grep -E "^==|^decode" "$OUT/ab/ab.log" | cut -c1-100
-echo "timing done $(( $(date +%s) - start )) s"
+patch_ab 2026-11-29_paged_tr_d64_d256.patch "${ROUNDS:-3}" 240 decode_fp8_d64_h64_b64_ctx4k decode_fp8_d256_softcap_b32_ctx8k decode_fp8_b64_ctx4k
 paged_sanitize_beside_tests new "not mla" 8 test_fp8.py test_paged_attention.py test_decode_loop.py test_plan.py
 echo "total $(( $(date +%s) - start )) s"

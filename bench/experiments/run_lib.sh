@@ -121,6 +121,22 @@ build_with_sanitizer() {
   echo "builds done $(( $(date +%s) - start )) s"
 }
 
+# patch_ab PATCH ROUNDS LIMIT CONFIG...: HEAD (base) against HEAD + $E/PATCH (new), both built by
+# bench/ab.sh with new's sanitizer driver beside (build_with_sanitizer), then ROUNDS alternating
+# rounds of the configs, ours only, per call and per layer, within LIMIT s (logs $OUT/ab_run.log,
+# $OUT/ab/ab.log); prints the rounds' lines.
+patch_ab() {
+  local variants="base=. new=patch:$E/$1" rounds=$2 limit=$3
+  shift 3
+  # shellcheck disable=SC2086
+  build_with_sanitizer new $variants
+  # shellcheck disable=SC2086
+  AB_REUSE=1 OUT=$OUT/ab timeout "$limit" bash bench/ab.sh "$rounds" $variants -- --ours-step --only "$@" \
+    > "$OUT/ab_run.log" 2>&1
+  grep -E "^==|^decode" "$OUT/ab/ab.log" | cut -c1-100
+  echo "timing done $(( $(date +%s) - start )) s"
+}
+
 # paged_sanitize_beside_tests NAME K [N FILE...]: memcheck and racecheck (--quick) of NAME's paged
 # driver cases (/tmp/san_NAME) in the background, beside pytest -n N (default 6) -k K of NAME's
 # test files (default test_paged_attention.py, test_fp8.py and test_plan.py), all in the call's

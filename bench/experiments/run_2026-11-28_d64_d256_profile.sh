@@ -6,14 +6,8 @@
 set -uo pipefail
 source bench/experiments/run_lib.sh
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONPATH=${PYTHONPATH:-}
-patch -p1 --quiet < "$E/2026-11-29_paged_kv_splits_env.patch" || { echo "PATCH FAILED"; exit 1; }
-build_into /tmp/jp
-CFGS="decode_fp8_d64_h64_b64_ctx4k decode_fp8_d256_softcap_b32_ctx8k"
-for n in default 1 2 3 4; do
-  echo "== splits $n" | tee -a "$OUT/split_sweep.log"
-  env $([[ $n != default ]] && echo JAXPAGED_KV_SPLITS=$n) timeout 60 python3 "$R/bench/bench.py" --ours-only --ours-step \
-    --only $CFGS 2>&1 | grep -E "^decode|Error" | cut -c1-110 | tee -a "$OUT/split_sweep.log"
-done
+build_patched /tmp/jp 2026-11-29_paged_kv_splits_env.patch
+split_sweep 60 "default 1 2 3 4" decode_fp8_d64_h64_b64_ctx4k decode_fp8_d256_softcap_b32_ctx8k
 ncu_paged d64_tr decode_fp8_d64_h64_b64_ctx4k source
 ncu_paged d256_tr decode_fp8_d256_softcap_b32_ctx8k
 grep -E "^=== |Duration|DRAM Throughput|Issue Slots Busy|Eligible Warps|Warp Cycles Per Issued|Executed Instructions  |Registers Per|Achieved Occupancy|Grid Size|Block Size|Waves Per SM" \

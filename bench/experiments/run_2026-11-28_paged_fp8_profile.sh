@@ -12,10 +12,7 @@ source bench/experiments/run_lib.sh
 use_peers
 export PYTHONUNBUFFERED=1
 build_into /tmp/jp
-timeout 150 python3 -m pytest -q -p no:cacheprovider -n 8 "$R/tests/test_fp8.py" "$R/tests/test_decode_loop.py" \
-  -k "paged or gqa" > "$OUT/tests.log" 2>&1
-echo "tests: rc $? - $(tail -1 "$OUT/tests.log")"
-grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -10
+tests_of_build 150 "paged or gqa" test_fp8.py test_decode_loop.py
 for cfg in decode_fp8_b64_ctx4k decode_fp8_b8_ctx32k decode_b64_ctx4k; do ncu_paged "$cfg" "$cfg" source; done
 grep -E "^=== |Duration|DRAM Throughput|Issue Slots Busy|Eligible Warps|Warp Cycles Per Issued|Executed Instructions  |Registers Per|Achieved Occupancy|Memory Throughput" \
   "$OUT/profile_details.txt" | head -60

@@ -10,10 +10,7 @@ source bench/experiments/run_lib.sh
 use_peers
 export PYTHONUNBUFFERED=1
 build_into /tmp/jp
-timeout 240 python3 -m pytest -q -p no:cacheprovider -n 8 "$R/tests/test_fp8.py" "$R/tests/test_paged_attention.py" \
-  "$R/tests/test_decode_loop.py" "$R/tests/test_plan.py" -k "not mla" > "$OUT/tests.log" 2>&1
-echo "tests: rc $? - $(tail -1 "$OUT/tests.log")"
-grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -8
+tests_of_build 240 "not mla" test_fp8.py test_paged_attention.py test_decode_loop.py test_plan.py
 timeout 240 python3 "$R/bench/bench.py" --out "$OUT/fp8" --only decode_fp8_b64_ctx4k decode_fp8_b8_ctx32k \
   decode_fp8_h64_b32_ctx8k decode_fp8_d64_h64_b64_ctx4k decode_fp8_d256_softcap_b32_ctx8k > "$OUT/bench.log" 2>&1
 echo "bench rc $?"

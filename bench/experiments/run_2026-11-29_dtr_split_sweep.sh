@@ -13,16 +13,10 @@ set -uo pipefail
 source bench/experiments/run_lib.sh
 use_peers
 export PYTHONUNBUFFERED=1
-for pf in 2026-11-29_paged_dtr_instance.patch 2026-11-29_paged_kv_splits_env.patch; do
-  patch -p1 --quiet < "$E/$pf" || { echo "PATCH FAILED: $pf"; exit 1; }
-done
-build_into /tmp/jp
+build_patched /tmp/jp 2026-11-29_paged_dtr_instance.patch 2026-11-29_paged_kv_splits_env.patch
 CFGS=${CFGS:-"decode_fp8_b64_ctx4k decode_fp8_b8_ctx32k decode_fp8_h64_b32_ctx8k decode_fp8_d64_h64_b64_ctx4k decode_fp8_d256_softcap_b32_ctx8k"}
-for n in ${SPLITS:-default 1 2 3 4}; do
-  echo "== splits $n" | tee -a "$OUT/split_sweep.log"
-  env $([[ $n != default ]] && echo JAXPAGED_KV_SPLITS=$n) timeout 80 python3 "$R/bench/bench.py" --ours-only --ours-step \
-    --only $CFGS 2>&1 | grep -E "^decode|Error" | cut -c1-110 | tee -a "$OUT/split_sweep.log"
-done
+# shellcheck disable=SC2086
+split_sweep 80 "${SPLITS:-default 1 2 3 4}" $CFGS
 echo "sweep done $(( $(date +%s) - start )) s"
 for run in b64_dtr:decode_fp8_b64_ctx4k h64_dtr:decode_fp8_h64_b32_ctx8k; do
   IFS=: read -r name cfg <<< "$run"

@@ -15,22 +15,13 @@ set -uo pipefail
 source bench/experiments/run_lib.sh
 use_peers
 export PYTHONUNBUFFERED=1
-for pf in 2026-11-29_paged_kv_splits_env.patch 2026-11-29_tile_softmax_lambdas.patch; do
-  patch -p1 --quiet < "$E/$pf" || { echo "PATCH FAILED: $pf"; exit 1; }
-done
-build_into /tmp/jp
+build_patched /tmp/jp 2026-11-29_paged_kv_splits_env.patch 2026-11-29_tile_softmax_lambdas.patch
 # (the lambdas patch: the softmax's score and running-maximum steps shared by the plain and the
 # transposed tile; same SASS instruction counts, only compare forms differ - its GPU tests here)
-timeout 150 python3 -m pytest -q -p no:cacheprovider -n 8 "$R/tests/test_fp8.py" "$R/tests/test_paged_attention.py" \
-  -k "not mla" > "$OUT/tests.log" 2>&1
-echo "tests: rc $? - $(tail -1 "$OUT/tests.log")"
-grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -8
+tests_of_build 150 "not mla" test_fp8.py test_paged_attention.py
 CFGS=${CFGS:-"decode_fp8_b64_ctx4k decode_fp8_b8_ctx32k decode_fp8_h64_b32_ctx8k decode_b16_ctx2k decode_b256_ctx1k"}
-for n in ${SPLITS:-default 1 2 3 4 6}; do
-  echo "== splits $n" | tee -a "$OUT/split_sweep.log"
-  env $([[ $n != default ]] && echo JAXPAGED_KV_SPLITS=$n) timeout 80 python3 "$R/bench/bench.py" --ours-only --ours-step \
-    --only $CFGS 2>&1 | grep -E "^decode|Error" | cut -c1-110 | tee -a "$OUT/split_sweep.log"
-done
+# shellcheck disable=SC2086
+split_sweep 80 "${SPLITS:-default 1 2 3 4 6}" $CFGS
 echo "sweep done $(( $(date +%s) - start )) s"
 for run in b64_tr:decode_fp8_b64_ctx4k:1 b64_plain:decode_fp8_b64_ctx4k:0 h64_tr:decode_fp8_h64_b32_ctx8k:1; do
   IFS=: read -r name cfg tr <<< "$run"

@@ -36,6 +36,42 @@ build_into() {
   export PYTHONPATH=$1:$PYTHONPATH
 }
 
+# tests_of_build LIMIT K FILE...: pytest -n 8 -k K of the named test files of the repository (R)
+# against the build_into build, within LIMIT s (log $OUT/tests.log); its last line and failures.
+tests_of_build() {
+  local limit=$1 k=$2 f files=()
+  shift 2
+  for f in "$@"; do files+=("$R/tests/$f"); done
+  timeout "$limit" python3 -m pytest -q -p no:cacheprovider -n 8 "${files[@]}" -k "$k" > "$OUT/tests.log" 2>&1
+  echo "tests: rc $? - $(tail -1 "$OUT/tests.log")"
+  grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -8
+}
+
+# split_sweep LIMIT "COUNT..." CONFIG...: bench.py --ours-only --ours-step of the configs (build_into's
+# build, with 2026-11-29_paged_kv_splits_env.patch applied) once per split count - "default" = the
+# launcher's choice, n = JAXPAGED_KV_SPLITS=n - each run within LIMIT s; lines appended to
+# $OUT/split_sweep.log and printed.
+split_sweep() {
+  local limit=$1 counts=$2 n
+  shift 2
+  for n in $counts; do
+    echo "== splits $n" | tee -a "$OUT/split_sweep.log"
+    env $([[ $n != default ]] && echo JAXPAGED_KV_SPLITS=$n) timeout "$limit" python3 "$R/bench/bench.py" --ours-only \
+      --ours-step --only "$@" 2>&1 | grep -E "^decode|Error" | cut -c1-110 | tee -a "$OUT/split_sweep.log"
+  done
+}
+
+# build_patched DIR PATCH...: the tree with $E/PATCH... applied in turn (exits the script on one
+# that fails), then build_into DIR.
+build_patched() {
+  local dir=$1 pf
+  shift
+  for pf in "$@"; do
+    patch -p1 --quiet < "$E/$pf" || { echo "PATCH FAILED: $pf"; exit 1; }
+  done
+  build_into "$dir"
+}
+
 # variant_tests NAME FILE...: pytest -n 8 -x of the named test files of bench/ab.sh's variant NAME
 # (its tree /tmp/ab_src_NAME, its build /tmp/ab_NAME), in the time left of the call's 590 s; the
 # log in $OUT/tests_NAME.log, its last line printed.

@@ -11,10 +11,17 @@ namespace jaxpaged {
 namespace {
 
 #if !defined(JAXPAGED_VENDOR_HIP)  // the tile kernel (mma.sync, cp.async) is CUDA-only
-// The instance without the large-tile path serves pure decode with a GQA group of at most 16.
+// The instance without the large-tile path serves pure decode with a GQA group of at most 16; over
+// fp8 caches with a group of at most 8, the decode-transposed one (DTR: every tile transposed, more
+// blocks an SM) unless JAXPAGED_PAGED_TRANSPOSED=0.
 template <typename T, int D, bool FP8>
 ffi::Error launch_for_dim(const PagedAttentionParams& p, const PagedWorkspace& w, float* ws, const int32_t* plan,
                           gpuStream_t s) {
+  if constexpr (FP8) {
+    if (p.decode_only && p.num_q_heads / p.num_kv_heads <= 8 && paged_transposed_tiles()) {
+      return launch_paged_tiles<T, D, false, true, true>(p, w, ws, plan, s);
+    }
+  }
   const bool large = !p.decode_only || is_large_tile(p.num_q_heads / p.num_kv_heads);
   return large ? launch_paged_tiles<T, D, true, FP8>(p, w, ws, plan, s)
                : launch_paged_tiles<T, D, false, FP8>(p, w, ws, plan, s);

@@ -7,11 +7,20 @@
 #include <utility>
 
 #include "common/ffi_helpers.h"
+#include "common/gpu_launch.h"
 #include "gpu_vendor.h"
 #include "paged_attention/params.h"
 #include "paged_attention/workspace.h"
 
 namespace jaxpaged {
+
+// Whether the fp8 register path's tiles of at most 8 rows run transposed (tile_kernel.cuh,
+// attend_tile's TR; pure decode with GQA <= 8 then runs the DTR instance): unless the environment
+// sets JAXPAGED_PAGED_TRANSPOSED=0 (read once; an A/B switch).
+inline bool paged_transposed_tiles() {
+  static const bool on = env_not_zero("JAXPAGED_PAGED_TRANSPOSED");
+  return on;
+}
 
 // f(std::integral_constant<int, D>{}) for the call's head dim D, one of the kernels' 64, 128, 256
 // (the head-dim switch of the tile path and the portable one).
@@ -30,11 +39,12 @@ ffi::Error with_paged_head_dim(int64_t head_dim, F&& f) {
 // (the header, then work_cap entries): tile_schedule.cuh, schedule.cu (CUDA builds).
 ffi::Error launch_paged_schedule(const PagedAttentionParams& p, int32_t* work, int64_t work_cap, gpuStream_t stream);
 
-// The tile kernel for head dim D (LARGE: with the 64-row prefill tiles; FP8: over fp8 caches),
-// then the merge of KV splits; runs the schedule first unless `plan` holds the call's tile list
-// (or the call is pure decode, which needs none: in one wave, or up to 128 sequences with 16-bit
-// caches and 256 with fp8, whose blocks then order themselves). sm80/launch_tiles.cuh.
-template <typename T, int D, bool LARGE, bool FP8>
+// The tile kernel for head dim D (LARGE: with the 64-row prefill tiles; FP8: over fp8 caches;
+// DTR: the decode-transposed instance, pure decode with GQA <= 8 over fp8 caches only), then the
+// merge of KV splits; runs the schedule first unless `plan` holds the call's tile list (or the call
+// is pure decode, which needs none: in one wave, or up to 128 sequences with 16-bit caches and 256
+// with fp8, whose blocks then order themselves). sm80/launch_tiles.cuh.
+template <typename T, int D, bool LARGE, bool FP8, bool DTR = false>
 ffi::Error launch_paged_tiles(const PagedAttentionParams& p, const PagedWorkspace& w, float* ws,
                               const int32_t* plan, gpuStream_t stream);
 

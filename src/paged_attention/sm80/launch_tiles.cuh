@@ -12,10 +12,10 @@
 
 namespace jaxpaged {
 
-template <typename T, int D, bool LARGE, bool FP8>
+template <typename T, int D, bool LARGE, bool FP8, bool DTR>
 ffi::Error launch_paged_tiles(const PagedAttentionParams& p, const PagedWorkspace& w, float* ws, const int32_t* plan,
                               gpuStream_t stream) {
-  using C = TileConfig<D, LARGE, FP8>;
+  using C = TileConfig<D, LARGE, FP8, DTR>;
   const int64_t group = p.num_q_heads / p.num_kv_heads;
   const int64_t rows = p.num_tokens * p.num_q_heads;
   if (w.list_capacity >= kLargeTileFlag) {
@@ -32,18 +32,12 @@ ffi::Error launch_paged_tiles(const PagedAttentionParams& p, const PagedWorkspac
   // the list's capacity and blocks past the list's end return at once.
   const int64_t tiles = p.decode_only ? p.num_seqs * tiles_of_rows(group) : w.list_capacity;
   const int64_t blocks = tiles * p.num_kv_heads;
-  auto kernel = paged_tile_kernel<T, D, LARGE, FP8>;
+  if (DTR && !(p.decode_only && group <= 8)) {
+    return ffi::Error::Internal("jaxpaged: the decode-transposed tile instance takes pure decode with GQA <= 8");
+  }
+  auto kernel = paged_tile_kernel<T, D, LARGE, FP8, DTR>;
   JP_RETURN_IF_ERROR(allow_smem(kernel, C::kSmemBytes, "paged_tile_kernel (shared memory size)"));
-  // The fp8 register path's tiles of at most 8 rows run transposed (tile_kernel.cuh, attend_tile's
-  // TR) unless JAXPAGED_PAGED_TRANSPOSED=0 (read once; an A/B switch). Pure decode with GQA groups
-  // of <= 8 then runs every tile so, on the raw stages alone: launched without the converted
-  // buffer's shared memory (kRawOnlySmemBytes; D = 64: 61 -> 45 KiB, 3 -> 4 blocks an SM; D = 256:
-  // 105 -> 73 KiB, 2 -> 3), the kernel told by transposed = 2.
-  static const bool transposed = env_not_zero("JAXPAGED_PAGED_TRANSPOSED");
-  const bool raw_only = C::kTransposedFp8 && !LARGE && C::kRawOnlySmemBytes < C::kSmemBytes && transposed &&
-                        p.decode_only && group <= 8;
-  const size_t smem = raw_only ? C::kRawOnlySmemBytes : C::kSmemBytes;
-  const int64_t resident = resident_blocks(kernel, kTileThreads, smem);
+  const int64_t resident = resident_blocks(kernel, kTileThreads, C::kSmemBytes);
   // A ragged call's padding rows (owned by no sequence) are cleared by blocks after the tiles'
   // (at most one wave of them, kTileThreads / 32 rows at a time each).
   const int64_t pad_blocks =
@@ -80,10 +74,12 @@ ffi::Error launch_paged_tiles(const PagedAttentionParams& p, const PagedWorkspac
   // its blocks exit): the launch gaps overlap. Not as a call's first kernel: behind another
   // kernel it gains nothing, and it measured slower per call on decode_b16_ctx2k (NOTES item 46).
   const bool dependent = dependent_launches();
+  // The fp8 register path's tiles of at most 8 rows run transposed (tile_kernel.cuh, attend_tile's
+  // TR) unless JAXPAGED_PAGED_TRANSPOSED=0 (paged_transposed_tiles; the DTR instance always does).
   JP_RETURN_IF_ERROR(launch_chained(dependent && work == own, "paged_tile_kernel", kernel,
                                     dim3(unsigned(blocks + pad_blocks), unsigned(splits)), dim3(kTileThreads),
-                                    smem, stream, p, page_shift_of(p.page_size), work, by_length,
-                                    raw_only ? 2 : (transposed ? 1 : 0), blocks, ws_out, ws_lse));
+                                    C::kSmemBytes, stream, p, page_shift_of(p.page_size), work, by_length,
+                                    paged_transposed_tiles() ? 1 : 0, blocks, ws_out, ws_lse));
   if (splits == 1) return ffi::Error::Success();
   return launch_combine_splits<T>(ws_out, ws_lse, splits, rows, D, static_cast<T*>(p.out), p.lse, stream, dependent);
 }

@@ -50,10 +50,18 @@ constexpr int kTileThreads = 128;
 // with an fp8 cache, first the one 16-bit K + V buffer the stages are converted into.
 // Sized so two blocks fit on an SM (three for D = 64), with 64-96 KiB of K/V in flight per block
 // (48-64 KiB of fp8), and within an A100's 164 KiB.
-template <int D, bool LARGE, bool FP8 = false>
+//
+// DTR: the decode-transposed instance (pure decode with GQA groups of <= 8 over an fp8 cache: every
+// tile TR on raw stages, nothing else compiled): no converted buffer, D = 128 a stage fewer, and
+// __launch_bounds__ asking for kMinBlocks blocks an SM (registers capped to fit them).
+template <int D, bool LARGE, bool FP8 = false, bool DTR = false>
 struct TileConfig {
+  static_assert(!DTR || (FP8 && !LARGE), "the decode-transposed instance: small fp8 tiles");
   static constexpr int kKeys = D == 256 ? 32 : 64;  // keys per stage
-  static constexpr int kStages = (D == 64 ? 4 : ((D == 256 && LARGE) ? 2 : 3)) + (FP8 ? 1 : 0);
+  static constexpr int kStages =
+      DTR && D == 128 ? 3 : (D == 64 ? 4 : ((D == 256 && LARGE) ? 2 : 3)) + (FP8 ? 1 : 0);
+  // Blocks an SM the instance is built for (registers <= 65536 / (128 x this); shared memory fits).
+  static constexpr int kMinBlocks = DTR ? (D == 64 ? 5 : (D == 256 ? 3 : 4)) : 1;
   static constexpr int kQRows = LARGE ? kLargeRows : kSmallRows;
   static constexpr size_t kKvBytes = FP8 ? 1 : 2;                          // cache element
   static constexpr size_t kStageBytes = size_t(kKeys) * D * 2 * kKvBytes;  // K and V
@@ -65,7 +73,7 @@ struct TileConfig {
   // stages).
   static constexpr bool kTransposedFp8 = FP8 && (D == 128 || D == 64 || D == 256);
   static constexpr size_t kConvertedBytes =
-      FP8 && (LARGE || !kRegFp8) ? size_t(kKeys) * D * 2 * 2 : 0;  // 16-bit K + V
+      FP8 && !DTR && (LARGE || !kRegFp8) ? size_t(kKeys) * D * 2 * 2 : 0;  // 16-bit K + V
   static constexpr size_t kStageRegion = kConvertedBytes + kStages * kStageBytes;
   // Bad-key masks: 64 bits per stage, in kStages + 1 slots (a stage's mask is written while the
   // previous stage's slot is the only one no warp reads).
@@ -74,12 +82,8 @@ struct TileConfig {
       size_t(kQRows) * D * 2 + kStageRegion + size_t(kStages) * kKeys * 4 + size_t(kMaskSlots) * 8;
   // The small tile's warp merge reuses the stage region: (kKeys / 16) x 16 rows x (D + 2) floats.
   static_assert(kKeys * (D + 2) * 4 <= kStageRegion, "merge buffer must fit the stages");
-  // The register path's raw stages start the stage region (attend_tile's sRaw), so a launch whose
-  // every tile runs it - pure decode with GQA groups of <= 8 over an fp8 cache, every tile TR -
-  // needs no converted buffer: at D = 64 and 256 that much less shared memory lets one more block
-  // onto an SM (launch_paged_tiles; D = 128's small instance has none to drop).
-  static constexpr size_t kRawOnlySmemBytes = kSmemBytes - kConvertedBytes;
-  static_assert(kKeys * (D + 2) * 4 <= kStages * kStageBytes, "merge buffer must fit the raw stages");
+  // (an H100's 228 KiB an SM, 1 KiB of it reserved a block)
+  static_assert(kMinBlocks * (kSmemBytes + 1024) <= 228 * 1024, "kMinBlocks blocks fit an SM's shared memory");
 };
 
 // Element offset of 16-byte chunk `c` of row `r` in a swizzled [rows][D] tile.
@@ -92,12 +96,12 @@ __device__ __forceinline__ int swz(int r, int c) {
 // 4: large tile). FP8: the caches hold fp8 (p.kv_e5m2 says which), scaled by k_scale / v_scale.
 // TR: the transposed products of a small tile of at most 8 rows (the register path only; see TR
 // below).
-template <typename T, int D, bool LARGE, bool FP8, int WM, bool E5M2 = false, bool TR = false>
+template <typename T, int D, bool LARGE, bool FP8, int WM, bool E5M2 = false, bool TR = false, bool DTR = false>
 __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int page_shift, int seq,
                                             int q_begin, int q_len, int tile, int kv_head,
                                             unsigned char* smem, float* __restrict__ ws_out,
                                             float* __restrict__ ws_lse) {
-  using C = TileConfig<D, LARGE, FP8>;
+  using C = TileConfig<D, LARGE, FP8, DTR>;
   using KV = std::conditional_t<FP8, uint8_t, T>;  // cache element
   constexpr int STAGES = C::kStages;
   constexpr int KT = C::kKeys;                         // keys per stage
@@ -159,9 +163,8 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
 
   T* sQ = reinterpret_cast<T*>(smem);
   T* sStage = sQ + C::kQRows * D;  // 16-bit K and V the math reads: the stages, or (FP8) one buffer
-  // Stage s: K at sRaw + s * 2 * KT * D, V after it (16-bit and swizzled; fp8: plain [key][D] bytes,
-  // after the converted buffer; the register path, which has none, from the region's start).
-  KV* sRaw = reinterpret_cast<KV*>(reinterpret_cast<unsigned char*>(sStage) + (kRegFp8 ? 0 : C::kConvertedBytes));
+  // Stage s: K at sRaw + s * 2 * KT * D, V after it (16-bit and swizzled; fp8: plain [key][D] bytes).
+  KV* sRaw = reinterpret_cast<KV*>(reinterpret_cast<unsigned char*>(sStage) + C::kConvertedBytes);
 
   const int64_t rows_total = int64_t(q_len) * G;
   const int64_t row0 = int64_t(tile) * R;
@@ -880,11 +883,10 @@ __device__ void clear_padding_rows(const PagedAttentionParams& p, int64_t index,
 // own, or a plan's), or null for pure decode without one: in sequence order (one wave), or in
 // length order when `by_length` (seq_in_length_order). A plan is caller data: its header is
 // clamped to the list's capacity and its entries are checked, so a wrong one costs rows their
-// values (never an access out of bounds). `transposed`: 1: the fp8 register path's tiles of at most
-// 8 rows may run attend_tile's TR; 2: so may they, and the launch's shared memory is
-// kRawOnlySmemBytes (every tile is one: any other returns, as it would not fit).
-template <typename T, int D, bool LARGE, bool FP8>
-__global__ void __launch_bounds__(kTileThreads)
+// values (never an access out of bounds). `transposed`: the fp8 register path's tiles of at most 8
+// rows may run attend_tile's TR. DTR (TileConfig): every tile runs TR; any other returns.
+template <typename T, int D, bool LARGE, bool FP8, bool DTR = false>
+__global__ void __launch_bounds__(kTileThreads, TileConfig<D, LARGE, FP8, DTR>::kMinBlocks)
     paged_tile_kernel(const PagedAttentionParams p, int page_shift, const int32_t* __restrict__ work,
                       int by_length, int transposed, int64_t tile_blocks, float* __restrict__ ws_out,
                       float* __restrict__ ws_lse) {
@@ -936,23 +938,30 @@ __global__ void __launch_bounds__(kTileThreads)
   }
   if (large) return;
   // (the fp8 format as a constant in the register path's math)
-  if constexpr (TileConfig<D, LARGE, FP8>::kTransposedFp8) {
-    // A tile of at most 8 rows runs the transposed products (attend_tile's TR) unless the launcher
-    // says not to (JAXPAGED_PAGED_TRANSPOSED=0).
-    if (transposed && int64_t(q_len) * group - int64_t(tile) * kSmallRows <= 8) {
-      if (p.kv_e5m2) attend_tile<T, D, LARGE, FP8, 1, true, true>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
-      else attend_tile<T, D, LARGE, FP8, 1, false, true>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
-      return;
+  if constexpr (DTR) {
+    if (int64_t(q_len) * group - int64_t(tile) * kSmallRows <= 8) {
+      if (p.kv_e5m2) attend_tile<T, D, LARGE, FP8, 1, true, true, true>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
+      else attend_tile<T, D, LARGE, FP8, 1, false, true, true>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
     }
-  }
-  if (transposed == 2) return;  // (unreachable: the launcher chose raw-only shared memory for TR tiles)
-  if constexpr (TileConfig<D, LARGE, FP8>::kRegFp8) {
-    if (p.kv_e5m2) {
-      attend_tile<T, D, LARGE, FP8, 1, true>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
-      return;
+    // (a tile of more rows: unreachable, the launcher picks DTR for groups of <= 8)
+  } else {
+    if constexpr (TileConfig<D, LARGE, FP8>::kTransposedFp8) {
+      // A tile of at most 8 rows runs the transposed products (attend_tile's TR) unless the
+      // launcher says not to (JAXPAGED_PAGED_TRANSPOSED=0).
+      if (transposed && int64_t(q_len) * group - int64_t(tile) * kSmallRows <= 8) {
+        if (p.kv_e5m2) attend_tile<T, D, LARGE, FP8, 1, true, true>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
+        else attend_tile<T, D, LARGE, FP8, 1, false, true>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
+        return;
+      }
     }
+    if constexpr (TileConfig<D, LARGE, FP8>::kRegFp8) {
+      if (p.kv_e5m2) {
+        attend_tile<T, D, LARGE, FP8, 1, true>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
+        return;
+      }
+    }
+    attend_tile<T, D, LARGE, FP8, 1>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
   }
-  attend_tile<T, D, LARGE, FP8, 1>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
 }
 
 }  // namespace jaxpaged

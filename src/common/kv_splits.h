@@ -32,15 +32,21 @@ inline int kv_split_cap(int64_t parallel_blocks, int64_t max_keys) {
 // (Until session 5 this picked the fullest waves, which on 64 blocks x 32K keys chose 33 splits in
 // 8 waves of 1K-key blocks over 4 splits in one wave of 8K-key blocks: slower, see NOTES.md.)
 // `sms` (0: not used): when the blocks without a split give every SM one and all fit one wave,
-// none: the wave model above takes a block's time as fixed, but a bandwidth-bound block streams
-// about its SM's share of memory bandwidth alone, so splitting then only adds partial results
-// and a merge (paged fp8 decode, Hq=64 Hkv=8 B=32 ctx 8K on the H100: 1 split 0.208 ms, the
-// model's 3 splits 0.223; NOTES item 39).
+// only as many splits as keep the grid in that one wave (none when it is more than half full):
+// the wave model above takes a block's time as fixed, but a bandwidth-bound block streams about
+// its SM's share of memory bandwidth alone, so a split that adds a wave only adds partial
+// results and a merge (paged fp8 decode, Hq=64 Hkv=8 B=32 ctx 8K on the H100 at 3 blocks an SM:
+// 1 split 0.208 ms, the model's 3 splits 0.223; NOTES item 39), while one that fills the wave's
+// empty slots adds blocks streaming at once (the same config on the H200 at 4 blocks an SM:
+// 256 blocks, 2 splits 0.139 ms against 0.147 unsplit; NOTES item 76).
 inline int choose_kv_splits(int64_t blocks_without_split, int cap, int64_t max_keys, int min_keys,
                             int64_t resident, int64_t overhead_keys = 256, int64_t sms = 0) {
-  if (sms > 0 && blocks_without_split >= sms && blocks_without_split <= resident) return 1;
   const int64_t by_keys = (max_keys + min_keys - 1) / min_keys;
   const int64_t limit = cap < by_keys ? cap : by_keys;
+  if (sms > 0 && blocks_without_split >= sms && blocks_without_split <= resident) {
+    const int64_t in_wave = resident / blocks_without_split;
+    return int(in_wave < limit ? in_wave : (limit > 1 ? limit : 1));
+  }
   auto cost = [&](int64_t s) {
     const int64_t waves = (blocks_without_split * s + resident - 1) / resident;
     return waves * ((max_keys + s - 1) / s + overhead_keys);

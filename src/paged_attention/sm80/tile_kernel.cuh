@@ -92,6 +92,14 @@ __device__ __forceinline__ int swz(int r, int c) {
   return r * D + ((c ^ (r & 7)) << 3);
 }
 
+// A V word that ldmatrix loaded transposed from raw fp8 stages holds keys 2q, 2q+1 x dims 2g, 2g+1
+// (bytes: key 2q's two dims, then key 2q+1's): its bytes 0 and 2 become the even-dim half2 operand
+// (keys 2q, 2q+1 of dim 2g), 1 and 3 the odd-dim one.
+template <bool E5M2>
+__device__ __forceinline__ void fp8_v_word_to_even_odd(uint32_t w, uint32_t& even, uint32_t& odd) {
+  fp8x4_to_half2x2_bits<E5M2>(__byte_perm(w, 0u, 0x3120), even, odd);
+}
+
 // One tile of one sequence for one KV head and KV split. WM = warps along rows (1: small tile,
 // 4: large tile). FP8: the caches hold fp8 (p.kv_e5m2 says which), scaled by k_scale / v_scale.
 // TR: the transposed products of a small tile of at most 8 rows (the register path only; see TR
@@ -510,10 +518,10 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
         uint32_t raw[4];
         ldmatrix_x4_trans(raw, rawV + raw_at(kr, (WD == 1 ? 0 : col0 / 16) + c + (lane >> 4)));
         uint32_t even[4], odd[4];
-        fp8x4_to_half2x2_bits<E5M2>(__byte_perm(raw[0], 0u, 0x3120), even[0], odd[0]);
-        fp8x4_to_half2x2_bits<E5M2>(__byte_perm(raw[2], 0u, 0x3120), even[1], odd[1]);
-        fp8x4_to_half2x2_bits<E5M2>(__byte_perm(raw[1], 0u, 0x3120), even[2], odd[2]);
-        fp8x4_to_half2x2_bits<E5M2>(__byte_perm(raw[3], 0u, 0x3120), even[3], odd[3]);
+        fp8_v_word_to_even_odd<E5M2>(raw[0], even[0], odd[0]);
+        fp8_v_word_to_even_odd<E5M2>(raw[2], even[1], odd[1]);
+        fp8_v_word_to_even_odd<E5M2>(raw[1], even[2], odd[2]);
+        fp8_v_word_to_even_odd<E5M2>(raw[3], even[3], odd[3]);
         mma_16816<M>(acc[c], even, pb);
         mma_16816<M>(acc[c + 1], odd, pb);
       }
@@ -624,10 +632,9 @@ __device__ __forceinline__ void attend_tile(const PagedAttentionParams& p, int p
               ldmatrix_x4_trans(raw, rawV + raw_at(vr, c + (lane >> 4)));
 #pragma unroll
               for (int h = 0; h < 2; ++h) {
-                const uint32_t lo = __byte_perm(raw[2 * h], 0u, 0x3120), hi = __byte_perm(raw[2 * h + 1], 0u, 0x3120);
                 uint32_t even[2], odd[2];  // (M is float16 here: the half2 bits are the operand)
-                fp8x4_to_half2x2_bits<E5M2>(lo, even[0], odd[0]);
-                fp8x4_to_half2x2_bits<E5M2>(hi, even[1], odd[1]);
+                fp8_v_word_to_even_odd<E5M2>(raw[2 * h], even[0], odd[0]);
+                fp8_v_word_to_even_odd<E5M2>(raw[2 * h + 1], even[1], odd[1]);
                 mma_16816<M>(acc[2 * (c + h)], a, even);
                 mma_16816<M>(acc[2 * (c + h) + 1], a, odd);
               }

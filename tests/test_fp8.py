@@ -48,16 +48,12 @@ def test_paged_fp8_cache_matches_reference(rng, dtype, decode, kv_layout, head_d
                  reference.paged_attention(*args, kv_layout=kv_layout, k_scale=0.02, v_scale=0.01), Q_DTYPE)
 
 
-@pytest.mark.parametrize("head_dim", [128, 64, 256])
-def test_paged_fp8_decode_over_several_waves(rng, head_dim):
-    # fp8 pure decode with more blocks than the GPU holds at once and varied lengths: the register
-    # path's blocks find their sequences in the longest-first order themselves (no tile list), in
-    # the decode-transposed instance (GQA 4: no converted buffer, every tile transposed).
-    kv_lens = list(rng.integers(0, 70, size=250))
-    kv_lens[:2] = [300, 0]
-    case = paged_case(rng, q_lens=[1] * 250, kv_lens=kv_lens, num_q_heads=32, num_kv_heads=8, head_dim=head_dim,
-                      page_size=16, dtype=Q_DTYPE, decode=True, spare_pages=1)
-    k8, v8 = _quantized(case, "float8_e4m3fn", 0.02, 0.01)
+def _check_fp8_gqa4_decode(rng, kv_lens, head_dim, dtype, spare_pages=3):
+    """Pure decode of one query row per sequence (Hq 32, Hkv 8, pages of 16) over an fp8 cache of
+    `dtype`, out and lse against the reference."""
+    case = paged_case(rng, q_lens=[1] * len(kv_lens), kv_lens=kv_lens, num_q_heads=32, num_kv_heads=8,
+                      head_dim=head_dim, page_size=16, dtype=Q_DTYPE, decode=True, spare_pages=spare_pages)
+    k8, v8 = _quantized(case, dtype, 0.02, 0.01)
     q, _, _, lens, table = case.args()[:5]
     f = jax.jit(functools.partial(jaxpaged.paged_attention, k_scale=0.02, v_scale=0.01, return_lse=True))
     out, lse = f(q, k8, v8, lens, table)
@@ -65,6 +61,16 @@ def test_paged_fp8_decode_over_several_waves(rng, head_dim):
                                                  return_lse=True)
     assert_close(out, ref_out, Q_DTYPE)
     assert_close(lse, ref_lse, Q_DTYPE, "lse")
+
+
+@pytest.mark.parametrize("head_dim", [128, 64, 256])
+def test_paged_fp8_decode_over_several_waves(rng, head_dim):
+    # fp8 pure decode with more blocks than the GPU holds at once and varied lengths: the register
+    # path's blocks find their sequences in the longest-first order themselves (no tile list), in
+    # the decode-transposed instance (GQA 4: no converted buffer, every tile transposed).
+    kv_lens = list(rng.integers(0, 70, size=250))
+    kv_lens[:2] = [300, 0]
+    _check_fp8_gqa4_decode(rng, kv_lens, head_dim, "float8_e4m3fn", spare_pages=1)
 
 
 @pytest.mark.parametrize("head_dim", [128, 64, 256])
@@ -75,16 +81,7 @@ def test_paged_fp8_decode_split_inside_one_wave(rng, head_dim):
     # leave some splits without keys.
     kv_lens = list(rng.integers(0, 1500, size=24))
     kv_lens[:3] = [2048, 0, 1]
-    case = paged_case(rng, q_lens=[1] * 24, kv_lens=kv_lens, num_q_heads=32, num_kv_heads=8, head_dim=head_dim,
-                      page_size=16, dtype=Q_DTYPE, decode=True)
-    k8, v8 = _quantized(case, "float8_e5m2", 0.02, 0.01)
-    q, _, _, lens, table = case.args()[:5]
-    f = jax.jit(functools.partial(jaxpaged.paged_attention, k_scale=0.02, v_scale=0.01, return_lse=True))
-    out, lse = f(q, k8, v8, lens, table)
-    ref_out, ref_lse = reference.paged_attention(q, k8, v8, lens, table, k_scale=0.02, v_scale=0.01,
-                                                 return_lse=True)
-    assert_close(out, ref_out, Q_DTYPE)
-    assert_close(lse, ref_lse, Q_DTYPE, "lse")
+    _check_fp8_gqa4_decode(rng, kv_lens, head_dim, "float8_e5m2")
 
 
 @pytest.mark.parametrize("page_size, dtype", [(16, "float8_e4m3fn"), (32, "float8_e5m2"), (64, "float8_e4m3fn"),

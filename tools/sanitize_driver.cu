@@ -332,8 +332,8 @@ int main(int argc, char** argv) {
        false, 2, 0, false, 2},
       {"fp8 e4m3 decode page 128, long (splits), window, soft cap", {}, {20000, 129, 64}, 16, 2, 128, 128, false, 250,
        20.f, false, 1, 0, false, 1},
-      // fp8 decode with GQA <= 8 at head dims 64 and 256: every tile transposed, launched without the
-      // converted buffer's shared memory (launch_paged_tiles' raw_only)
+      // fp8 decode with GQA <= 8 at head dims 64 and 256: the decode-transposed instance (DTR: every
+      // tile transposed, no converted buffer)
       {"fp8 e4m3 decode d64 GQA 8, junk ids, window", {}, {37, 5000, -3, 0, 700}, 64, 8, 64, 16, false, 300, 0.f,
        false, 2, 0, false, 1},
       {"fp8 e5m2 decode d256 GQA 4, HND, junk ids, soft cap", {}, {37, 5000, -3, 0, 700}, 16, 4, 256, 16, true, 0, 30.f,

@@ -945,22 +945,17 @@ __global__ void __launch_bounds__(kTileThreads, TileConfig<D, LARGE, FP8, DTR>::
   }
   if (large) return;
   // (the fp8 format as a constant in the register path's math)
-  if constexpr (DTR) {
-    if (int64_t(q_len) * group - int64_t(tile) * kSmallRows <= 8) {
-      if (p.kv_e5m2) attend_tile<T, D, LARGE, FP8, 1, true, true, true>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
-      else attend_tile<T, D, LARGE, FP8, 1, false, true, true>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
+  if constexpr (TileConfig<D, LARGE, FP8>::kTransposedFp8) {
+    // A tile of at most 8 rows runs the transposed products (attend_tile's TR): always in the DTR
+    // instance, elsewhere unless the launcher says not to (JAXPAGED_PAGED_TRANSPOSED=0).
+    if ((DTR || transposed) && int64_t(q_len) * group - int64_t(tile) * kSmallRows <= 8) {
+      if (p.kv_e5m2) attend_tile<T, D, LARGE, FP8, 1, true, true, DTR>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
+      else attend_tile<T, D, LARGE, FP8, 1, false, true, DTR>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
+      return;
     }
-    // (a tile of more rows: unreachable, the launcher picks DTR for groups of <= 8)
-  } else {
-    if constexpr (TileConfig<D, LARGE, FP8>::kTransposedFp8) {
-      // A tile of at most 8 rows runs the transposed products (attend_tile's TR) unless the
-      // launcher says not to (JAXPAGED_PAGED_TRANSPOSED=0).
-      if (transposed && int64_t(q_len) * group - int64_t(tile) * kSmallRows <= 8) {
-        if (p.kv_e5m2) attend_tile<T, D, LARGE, FP8, 1, true, true>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
-        else attend_tile<T, D, LARGE, FP8, 1, false, true>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);
-        return;
-      }
-    }
+  }
+  // (DTR: a tile of more rows is unreachable, the launcher picks DTR for groups of <= 8)
+  if constexpr (!DTR) {
     if constexpr (TileConfig<D, LARGE, FP8>::kRegFp8) {
       if (p.kv_e5m2) {
         attend_tile<T, D, LARGE, FP8, 1, true>(p, page_shift, seq, q_begin, q_len, tile, kv_head, smem, ws_out, ws_lse);

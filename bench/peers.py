@@ -239,7 +239,10 @@ def flashmla_step_graph(call, t_qs):
     metadata filled by an earlier call, as a serving stack makes it once per step)."""
     import torch
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    # thread_local: a CUDA call that JAX's own threads make meanwhile (an allocation, a sync) must
+    # not void this thread's capture (session 52's full run lost part 1 to "operation failed due to
+    # a previous error during capture" on mla_fp8math_h128_b128_ctx8k; session 47's ran it clean).
+    with torch.cuda.graph(graph, capture_error_mode="thread_local"):
         for t_q in t_qs:
             call(t_q)
     return graph

@@ -5,6 +5,7 @@
 # `python3 bench/bench.py --out /tmp/merged --merge <the two h100.json>` (h100.json, the plot and a
 # table-only RESULTS.md: copy the first two into bench/results, the table into bench/RESULTS.md).
 #   run tool: command "PART=1 bash bench/experiments/run_2026-11-28_full_bench.sh", carry [".whl"]
+# (ONLY="name ..." times those configs instead of the part, e.g. a part's rest after a crash)
 # (PROBE=1 adds tools/dsmem_rate_probe.cu's run after the bench: see the end)
 set -uo pipefail
 source bench/experiments/run_lib.sh
@@ -17,9 +18,11 @@ if [[ ! -d /tmp/jp/jaxpaged ]]; then
   echo "build: $(( $(date +%s) - start )) s"
 fi
 R=$(pwd)
+SELECT=(--part "$PART/2")
+[[ -n ${ONLY:-} ]] && read -r -a SELECT <<< "--only $ONLY"
 cd /tmp
 PYTHONPATH=/tmp/jp:$PYTHONPATH timeout $(( 590 - ($(date +%s) - start) )) python3 "$R/bench/bench.py" \
-  --out "$OUT/part$PART" --part "$PART/2" > "$OUT/bench_part$PART.log" 2>&1
+  --out "$OUT/part$PART" "${SELECT[@]}" > "$OUT/bench_part$PART.log" 2>&1
 echo "bench rc $?"
 grep -E "^(mla|sparse|decode|mixed)|copy bandwidth" "$OUT/bench_part$PART.log" | cut -c1-150
 # PROBE=1 (session 47's next-session entry): then tools/dsmem_rate_probe.cu, built here (~10 s) and

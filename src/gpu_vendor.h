@@ -55,6 +55,8 @@ using FuncAttributes = hipFuncAttributes;
 constexpr Error kSuccess = hipSuccess;
 constexpr auto kAttrSmCount = hipDeviceAttributeMultiprocessorCount;
 constexpr auto kAttrCcMajor = hipDeviceAttributeComputeCapabilityMajor;
+constexpr auto kAttrMemClockKhz = hipDeviceAttributeMemoryClockRate;
+constexpr auto kAttrMemBusBits = hipDeviceAttributeMemoryBusWidth;
 constexpr auto kFuncAttrMaxDynamicSmem = hipFuncAttributeMaxDynamicSharedMemorySize;
 #define JP_GPU_RT(name) hip##name
 #else
@@ -63,6 +65,8 @@ using FuncAttributes = cudaFuncAttributes;
 constexpr Error kSuccess = cudaSuccess;
 constexpr auto kAttrSmCount = cudaDevAttrMultiProcessorCount;
 constexpr auto kAttrCcMajor = cudaDevAttrComputeCapabilityMajor;
+constexpr auto kAttrMemClockKhz = cudaDevAttrMemoryClockRate;
+constexpr auto kAttrMemBusBits = cudaDevAttrGlobalMemoryBusWidth;
 constexpr auto kFuncAttrMaxDynamicSmem = cudaFuncAttributeMaxDynamicSharedMemorySize;
 #define JP_GPU_RT(name) cuda##name
 #endif
@@ -72,6 +76,8 @@ inline const char* error_string(Error e) { return JP_GPU_RT(GetErrorString)(e); 
 inline Error current_device(int* device) { return JP_GPU_RT(GetDevice)(device); }
 inline Error device_count(int* count) { return JP_GPU_RT(GetDeviceCount)(count); }
 inline Error sm_count(int* count, int device) { return JP_GPU_RT(DeviceGetAttribute)(count, kAttrSmCount, device); }
+inline Error memory_clock_khz(int* khz, int device) { return JP_GPU_RT(DeviceGetAttribute)(khz, kAttrMemClockKhz, device); }
+inline Error memory_bus_bits(int* bits, int device) { return JP_GPU_RT(DeviceGetAttribute)(bits, kAttrMemBusBits, device); }
 inline Error compute_capability_major(int* major, int device) {
   return JP_GPU_RT(DeviceGetAttribute)(major, kAttrCcMajor, device);
 }

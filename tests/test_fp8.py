@@ -84,6 +84,17 @@ def test_paged_fp8_decode_split_inside_one_wave(rng, head_dim):
     _check_fp8_gqa4_decode(rng, kv_lens, head_dim, "float8_e5m2")
 
 
+def test_paged_fp8_decode_occupancy_splits(rng):
+    # 32 sequences x 8 KV heads = 256 blocks at head dim 256: more than half the decode-transposed
+    # instance's 396 resident blocks on an H100 or H200, so no split keeps one wave; where the
+    # device's bandwidth an SM outruns what its blocks stream (occupancy_kv_splits: an H200), the
+    # launch runs 3 splits in two nearly full waves, elsewhere unsplit. Varied lengths leave some
+    # splits without keys.
+    kv_lens = list(rng.integers(0, 1500, size=32))
+    kv_lens[:3] = [2048, 0, 1]
+    _check_fp8_gqa4_decode(rng, kv_lens, 256, "float8_e4m3fn")
+
+
 @pytest.mark.parametrize("page_size, dtype", [(16, "float8_e4m3fn"), (32, "float8_e5m2"), (64, "float8_e4m3fn"),
                                              (128, "float8_e5m2")])
 @pytest.mark.parametrize("kv_layout", ["NHD", "HND"])

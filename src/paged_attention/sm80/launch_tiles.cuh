@@ -47,8 +47,12 @@ ffi::Error launch_paged_tiles(const PagedAttentionParams& p, const PagedWorkspac
   }
   // (pure decode: its block count is exact, so a grid that already covers every SM in one wave
   // runs unsplit - choose_kv_splits)
+  // (and, where the instance's stream rate is known, a grid whose blocks an SM cannot stream the
+  // SM's bandwidth share runs in two nearly full waves - occupancy_kv_splits)
+  const int device = p.decode_only ? current_device() : 0;
   const int splits = choose_kv_splits(blocks, w.split_cap, p.max_pages * p.page_size, 256, resident, 256,
-                                      p.decode_only ? sm_count(current_device()) : 0);
+                                      p.decode_only ? sm_count(device) : 0,
+                                      p.decode_only && C::kBlockMbps > 0 ? memory_mbps(device) : 0, C::kBlockMbps);
   float* ws_out = w.split_out(ws);
   float* ws_lse = w.split_lse(ws, splits);
   // Pure decode needs no tile list (decode has no padding rows to clear): its blocks run in

@@ -62,6 +62,9 @@ struct TileConfig {
       DTR && D == 128 ? 3 : (D == 64 ? 4 : ((D == 256 && LARGE) ? 2 : 3)) + (FP8 ? 1 : 0);
   // Blocks an SM the instance is built for (registers <= 65536 / (128 x this); shared memory fits).
   static constexpr int kMinBlocks = DTR ? (D == 64 ? 5 : (D == 256 ? 3 : 4)) : 1;
+  // MB/s one block streams alone where measured (occupancy_kv_splits; 0: not known): DTR D = 256,
+  // 256 blocks unsplit on the H200, 3.28 TB/s (NOTES item 77 c).
+  static constexpr int64_t kBlockMbps = DTR && D == 256 ? 12800 : 0;
   static constexpr int kQRows = LARGE ? kLargeRows : kSmallRows;
   static constexpr size_t kKvBytes = FP8 ? 1 : 2;                          // cache element
   static constexpr size_t kStageBytes = size_t(kKeys) * D * 2 * kKvBytes;  // K and V

@@ -301,13 +301,24 @@ void run_mla(const MlaCase& c) {
 
 int main(int argc, char** argv) {
   // --quick: fewer, smaller cases (racecheck is slow); --mla-only: skip the paged cases;
-  // --paged-only: skip the MLA cases.
+  // --paged-only: skip the MLA cases; --only=TEXT (repeatable): only the cases whose names
+  // contain one of the TEXTs.
   bool quick = false, mla_only = false, paged_only = false;
+  std::vector<std::string> only;
   for (int a = 1; a < argc; ++a) {
-    quick |= std::string(argv[a]) == "--quick";
-    mla_only |= std::string(argv[a]) == "--mla-only";
-    paged_only |= std::string(argv[a]) == "--paged-only";
+    const std::string arg = argv[a];
+    quick |= arg == "--quick";
+    mla_only |= arg == "--mla-only";
+    paged_only |= arg == "--paged-only";
+    if (arg.rfind("--only=", 0) == 0) only.push_back(arg.substr(7));
   }
+  auto chosen = [&](const std::string& name) {
+    if (only.empty()) return true;
+    for (const auto& t : only) {
+      if (name.find(t) != std::string::npos) return true;
+    }
+    return false;
+  };
   std::setvbuf(stdout, nullptr, _IONBF, 0);  // each case's line as it finishes (a tool may be cut off)
   std::vector<PagedCase> paged = {
       {"decode GQA 4, junk ids in range, lengths past table / negative", {}, {37, 5000, -3, 0, 700, 16}, 32, 8, 128, 16,
@@ -360,6 +371,14 @@ int main(int argc, char** argv) {
   paged.push_back({"fp8 e4m3 decode d64 250 sequences, varied lengths", {}, lengths(250, false), 32, 8, 64, 16, false,
                    0, 0.f, false, 0, 0, false, 1});
   paged.push_back({"decode 400 sequences (the list)", {}, lengths(400, false), 32, 8, 128, 16});
+  // 64 sequences x 4 KV heads = 256 blocks of the DTR D = 256 instance: one wave more than half
+  // full, which on a device of high bandwidth an SM (an H200) runs in 3 splits for occupancy
+  // (kv_splits.h, occupancy_kv_splits); lengths up to 2048 with zero, negative and junk ids.
+  std::vector<int> long_lengths(64);
+  for (int i = 0; i < 64; ++i) long_lengths[size_t(i)] = (i * 389) % 2100 - 20;
+  long_lengths[0] = 2048;
+  paged.push_back({"fp8 e4m3 decode d256 64 sequences (occupancy splits), soft cap, junk ids", {}, long_lengths, 16, 4,
+                   256, 16, false, 0, 30.f, false, 2, 0, false, 1});
   std::vector<MlaCase> mla = {
       {"h128 b4 page 64 junk ids", {4096, 33, 0, -5}, 1, 128, 64, true, false, 2, 128},
       {"h16 b8 page 1 split cache", {1, 100, 63, 64, 65, 0, 700, 3}, 1, 16, 1, false, false, 0, 64},
@@ -402,11 +421,11 @@ int main(int argc, char** argv) {
   cudaGetDeviceProperties(&prop, device);
   std::printf("device %s (sm_%d%d)%s\n", prop.name, prop.major, prop.minor, quick ? ", quick" : "");
   for (size_t i = 0; i < paged.size(); ++i) {
-    if (mla_only || (quick && (i == 3 || i == 7))) continue;
+    if (mla_only || (quick && (i == 3 || i == 7)) || !chosen(paged[i].name)) continue;
     run_paged(paged[i]);
   }
   for (size_t i = 0; i < mla.size(); ++i) {
-    if (paged_only || (quick && (i == 3 || i == 4))) continue;
+    if (paged_only || (quick && (i == 3 || i == 4)) || !chosen(mla[i].name)) continue;
     run_mla(mla[i]);
   }
   std::printf("%d failed\n", failures);

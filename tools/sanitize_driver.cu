@@ -373,7 +373,7 @@ int main(int argc, char** argv) {
   paged.push_back({"decode 400 sequences (the list)", {}, lengths(400, false), 32, 8, 128, 16});
   // 64 sequences x 4 KV heads = 256 blocks of the DTR D = 256 instance: one wave more than half
   // full, which on a device of high bandwidth an SM (an H200) runs in 3 splits for occupancy
-  // (kv_splits.h, occupancy_kv_splits); lengths up to 2048 with zero, negative and junk ids.
+  // (kv_splits.h, occupancy_kv_splits); lengths up to 2048, two of them negative, and junk ids.
   std::vector<int> long_lengths(64);
   for (int i = 0; i < 64; ++i) long_lengths[size_t(i)] = (i * 389) % 2100 - 20;
   long_lengths[0] = 2048;

@@ -31,8 +31,8 @@ inline int kv_split_cap(int64_t parallel_blocks, int64_t max_keys) {
 // known, no split), against the device's peak `device_mbps` (0: not known): the split is taken when
 // the grid's blocks together stream under 70% of it (an SM's blocks under 70% of its share). A split
 // costs partial results, a merge and a second wave's tail (about 10%): fp8 decode at Hq = 64, Hkv =
-// 8, B = 32, ctx 8K on the H100 (256 blocks, 3 an SM, 10.1 GB/s each: 77% of its 25.4 GB/s share) lost 7% at 3 splits (NOTES
-// item 39 d); fp8 D = 256 soft cap on the H200 (256 blocks, 3 an SM, 12.8 GB/s each: 67% of 37 GB/s)
+// 8, B = 32, ctx 8K on the H100 (256 blocks, 3 an SM, 10.1 GB/s each: 77% of its 25.4 GB/s share)
+// lost 7% at 3 splits (NOTES item 39 d); fp8 D = 256 soft cap on the H200 (256 blocks, 3 an SM, 12.8 GB/s each: 67% of 37 GB/s)
 // gained 15% (0.328 -> 0.279 ms, item 76 b; item 77 c's profile: latency-bound, 0.45 eligible
 // warps; with this rule, session 53: 0.329 -> 0.277 ms per call, 323 -> 276 us per layer). On an
 // H100 SXM (3.35 TB/s) it never fires for that instance: more than half its 396-block wave streams

@@ -13,7 +13,8 @@
 // --cache (anywhere after trace.bin; default bf16): fp8 = a per-tensor float8_e4m3fn cache in the
 // same combined 576-byte rows (the bf16 cache's uniform values quantized at kv_scale 0.02), which the wide fp8 kernel reads
 // (sm90/fp8_wide.cuh: more than 16 query rows, unless JAXPAGED_MLA_FP8_WIDE=0; its marks are ids
-// 60-95), fp8math = the same with MlaDecodeParams::fp8_math (the wide kernel's kF8 mode), 656 =
+// 60-95; at most 16 query rows, e.g. heads 16, run the narrow fp8 kernel, sm90/fp8_narrow.cuh,
+// marks 100-110 and the loader's 90-95), fp8math = the same with MlaDecodeParams::fp8_math (the wide kernel's kF8 mode), 656 =
 // DeepSeek-V3.2's 656-byte rows (the same e4m3 latent, four float32 group scales of 0.02, a bf16
 // rope) read with ds_dequant="bfloat16" (the wide kernel's kDs), 656f16 = the same rows read with
 // ds_dequant="float16" (its kH instances). --topk=N (656 / 656f16 only; N <= kv_len):
@@ -157,17 +158,23 @@ int main(int argc, char** argv) {
   FILE* f = std::fopen(argv[1], "wb");
   std::fwrite(host.data(), 8, host.size(), f);
   std::fclose(f);
-  // Which kernel marked: the wide fp8 kernel's ids are >= 60, the wgmma kernel's 1-54.
+  // Which kernel marked: the wide fp8 kernel's ids are 60-82, the narrow one's 100-110 (both with
+  // the shared loader's 90-95), the wgmma kernel's 1-54.
   const size_t records = size_t(std::count_if(host.begin(), host.end(), [](uint64_t w) { return w != 0; }));
-  const size_t wide = size_t(std::count_if(host.begin(), host.end(), [](uint64_t w) { return (w >> 48) >= 60; }));
+  auto marked = [&](uint64_t lo, uint64_t hi) {
+    return size_t(std::count_if(host.begin(), host.end(), [&](uint64_t w) { return w != 0 && (w >> 48) >= lo && (w >> 48) <= hi; }));
+  };
+  const size_t wide = marked(60, 82), narrow = marked(100, 110);
   std::printf("cache %s%s, heads %d batch %d kv_len %d pool %d pages: traced call %.1f us; %zu records (%s) in %s\n",
               cache_kind.c_str(), topk > 0 ? (", sparse top-" + std::to_string(topk)).c_str() : "", heads, B, kv_len,
               pool, 1e3 * last_ms, records,
-              wide > 0 ? "the wide fp8 kernel's" : (records > 0 ? "the wgmma kernel's" : "no kernel marked"), argv[1]);
-  if ((fp8 || ds) && wide == 0) {
+              wide > 0 ? "the wide fp8 kernel's"
+                       : (narrow > 0 ? "the narrow fp8 kernel's" : (records > 0 ? "the wgmma kernel's" : "no kernel marked")),
+              argv[1]);
+  if ((fp8 || ds) && wide == 0 && narrow == 0) {
     std::fprintf(stderr, "%s cache: no marks of the wide kernel (%s)\n", cache_kind.c_str(),
                  ds ? "JAXPAGED_MLA_DS_WIDE=0?"
-                    : "at most 16 query rows run the narrow kernel, which has none; or JAXPAGED_MLA_FP8_WIDE=0");
+                    : "JAXPAGED_MLA_FP8_WIDE=0 or JAXPAGED_MLA_FP8_NARROW=0?");
   }
   return 0;
 }

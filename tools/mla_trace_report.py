@@ -3,6 +3,9 @@ block, the median over steady-state pairs of each event's clock offset from warp
 start (event 1), for both compute warpgroups and the loader's refills of the next pair.
 Records of the wide fp8 kernel (ids >= 60, sm90/fp8_wide.cuh; --cache=fp8 or fp8math) get its own
 report (wide_report): the same medians from warpgroup 0's event START (default 63, its pair start).
+Records of the narrow fp8 kernel (ids 100-110, sm90/fp8_narrow.cuh; --cache=fp8 with <= 16 query
+rows) get narrow_report: per compute warpgroup, its tiles' marks as offsets from the tile's wait
+start (110), and its tile period (one tile of each two the block takes).
 
     python tools/mla_trace_report.py trace.bin [--wide] [--start=START]
 """
@@ -43,6 +46,14 @@ WIDE_NAMES = {
     90: "loader start", 91: "sequence start", 92: "tile 0: empty wait passed",
     93: "tile 0: copies issued",
     94: "tile 1: empty wait passed", 95: "tile 1: copies issued",
+}
+# The narrow fp8 kernel's marks (fp8_narrow.cuh): 100-110 in each compute warpgroup (role 0 or 1,
+# the same ids; the warpgroups take the block's tiles in turn), the loader's 90-95 (fp8_ring.cuh).
+NARROW_NAMES = {
+    100: "start", 101: "sequence's queries ready", 110: "tile: full wait start", 102: "tile: full wait passed",
+    103: "S^T done (promoted)", 104: "maxima barrier passed", 105: "P'^T written, V^T transposed",
+    106: "buffer handed back, P/V barrier passed", 107: "O^T first half done and promoted",
+    108: "O^T second half issued (tile's end)", 109: "sequence stored",
 }
 WIDE_SEQ = (60, 61, 62, 79, 80, 81, 82, 90, 91)  # once a block or a sequence: not in the per-pair medians
 WIDE_COMPUTE = [i for i in WIDE_NAMES if i < 90]  # the compute warpgroups' marks (the loader's are shared)
@@ -136,10 +147,45 @@ def wide_report(raw, start_id):
                   f"{key[1]:3d} {label[key[0]]} {WIDE_NAMES.get(key[1], '?')} [{len(v)}]")
 
 
+def narrow_report(raw):
+    """The narrow fp8 kernel's timeline: per block and compute warpgroup, the median (p10, p90) over
+    its tiles (all but each warpgroup's first two and last two) of each mark's offset from the
+    tile's wait start (110), and the median period between its tiles' wait starts. A warpgroup
+    whose wait (110 -> 102) is short while its period is close to 110 -> 108 is bound by its own
+    chain; a long wait means the bytes come late."""
+    for blk in range(2):
+        roles = records(raw, blk)
+        for wg in range(2):
+            tiles = []
+            for i, t in roles[wg]:
+                if i == 110:
+                    tiles.append({})
+                if tiles and i not in (100, 101, 109):
+                    tiles[-1].setdefault(i, t)
+            if len(tiles) < 6:
+                print(f"block {blk} WG{wg}: {len(tiles)} tiles, too few")
+                continue
+            steady = range(2, len(tiles) - 2)
+            period = statistics.median(tiles[k + 1][110] - tiles[k][110] for k in steady)
+            print(f"block {blk} WG{wg} (narrow fp8 kernel): {len(tiles)} tiles, median period {period:.0f} cycles "
+                  f"(the block: {period / 2:.0f} a tile)")
+            by = {}
+            for k in steady:
+                for i, t in tiles[k].items():
+                    by.setdefault(i, []).append(t - tiles[k][110])
+            for i in sorted(by, key=lambda i: statistics.median(by[i])):
+                v = by[i]
+                print(f"  {statistics.median(v):7.0f}  (p10 {np.percentile(v, 10):7.0f}, p90 {np.percentile(v, 90):7.0f})  "
+                      f"{i:3d} {NARROW_NAMES.get(i, '?')}")
+
+
 def main(path, wide=None, start_id=63):
     raw = np.fromfile(path, dtype=np.uint64).reshape(2, 3, -1)  # [block][role][record] (trace.cuh)
-    if wide is None:  # the wide kernel's compute marks (WIDE_COMPUTE), the wgmma kernel's 1-54 (the
-        ids = raw >> np.uint64(48)  # narrow fp8 kernel shares the TMA ring's 90-95, without them)
+    if bool(np.isin(raw >> np.uint64(48), np.arange(100, 111, dtype=np.uint64)).any()):
+        narrow_report(raw)
+        return
+    if wide is None:  # the wide kernel's compute marks (WIDE_COMPUTE), the wgmma kernel's 1-54
+        ids = raw >> np.uint64(48)
         wide = bool(np.isin(ids, np.array(WIDE_COMPUTE, dtype=np.uint64)).any())
     if wide:
         wide_report(raw, start_id)

@@ -66,6 +66,7 @@
 #include "mla_decode/sm90/epilogue.cuh"  // mla_row_factor, mla_row_output, mla_row_lse
 #include "mla_decode/sm90/fp8_ring.cuh"
 #include "mla_decode/sm90/loader.cuh"    // mla_entry_ok
+#include "mla_decode/sm90/trace.cuh"
 
 namespace jaxpaged {
 
@@ -159,6 +160,10 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
   // The compute warpgroups.
   warpgroup_regs_grow<kNarrowComputeRegs>();
   const int wg = warp / 4, ww = warp % 4, c = lane % 4;
+  // The timeline probe's marks (trace.cuh; nothing outside tools/mla_trace.cu's build): ids
+  // 100-110, the same in both warpgroups (role = wg); the loader's 90-95 (fp8_ring.cuh).
+  MlaTrace tr(p, wg);
+  tr(100);
   const int bar_own = 1 + wg;
   const uint32_t sbase = smem_addr(base);
   const float* qk_pow = sQScale;
@@ -233,6 +238,7 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
     }
     fence_proxy_async_shared();
     named_barrier_sync(kNarrowBarBoth, 256);
+    tr(101);
 
     // This thread's queries q_j = 4 j + c: score scales and visible ends.
     float qk[4];
@@ -298,7 +304,9 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
     for (int u = tiles.begin; u < tiles.end; ++u, ++use) {
       if ((use & 1) != wg) continue;
       const int stage = use % kNarrowStages;
+      tr(110);
       mbar_wait(&full[use % kNarrowFull], uint32_t(use / kNarrowFull) & 1u);
+      tr(102);
       bad |= sBad[stage] != 0;
       if (pending) {  // the previous tile's last product ran behind this tile's wait
         wgmma_wait<0>();
@@ -348,6 +356,7 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
       wgmma_wait<0>();
       if (kGroupsS % 2 == 0) add_group(pb, false);
       else add_group(pa, false);
+      tr(103);
 
       // Scores of this thread's tokens for its queries (log2 domain), masked; the tile's maxima.
       const int t_lo = u * kMlaTileKeys + tok_lo, t_hi = t_lo + 8;
@@ -366,6 +375,7 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
         for (int j = 0; j < 4; ++j) mx_out[ww * kNarrowQueries + 4 * j + c] = tmax[j];
       }
       named_barrier_sync(bar_own, 128);
+      tr(104);
       float corr[4];
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
@@ -425,15 +435,19 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
       }
       // The raw tile is done with (S^T's products are complete, the transposer's loads returned).
       __syncwarp();
+      tr(105);
       if (lane == 0) mbar_arrive(&empty[stage]);
       fence_proxy_async_shared();  // P'^T and V^T, for the products' async-proxy reads
       named_barrier_sync(bar_own, 128);
+      tr(106);
       // O^T += V^T P'^T in two halves of four 64-column blocks (the partials' registers): the
       // first promoted at once, the second after this warpgroup's next tile's wait (or the loop).
       issue_pv(0);
       wgmma_wait<0>();
       promote_o(0, corr);
+      tr(107);
       issue_pv(4);
+      tr(108);
 #pragma unroll
       for (int j = 0; j < 4; ++j) corr_pending[j] = corr[j];
       pending = true;
@@ -519,6 +533,7 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
         else ws_lse[ws_row] = lse;
       }
     }
+    tr(109);
   }
 }
 #endif

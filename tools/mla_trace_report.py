@@ -55,8 +55,14 @@ NARROW_NAMES = {
     106: "buffer handed back, P/V barrier passed", 107: "O^T first half done and promoted",
     108: "O^T second half issued (tile's end)", 109: "sequence stored",
 }
+NARROW_SEQ = (100, 101, 109)  # once a block or a sequence: not in the per-tile medians
 WIDE_SEQ = (60, 61, 62, 79, 80, 81, 82, 90, 91)  # once a block or a sequence: not in the per-pair medians
 WIDE_COMPUTE = [i for i in WIDE_NAMES if i < 90]  # the compute warpgroups' marks (the loader's are shared)
+
+
+def spread(v):
+    """A list of offsets as its median and its 10th and 90th percentiles, aligned for the tables."""
+    return f"{statistics.median(v):7.0f}  (p10 {np.percentile(v, 10):7.0f}, p90 {np.percentile(v, 90):7.0f})"
 
 
 def pairs(recs, start_id):
@@ -143,7 +149,7 @@ def wide_report(raw, start_id):
               f"steady pairs [pairs with the event]:")
         for key in sorted(by, key=lambda x: statistics.median(by[x])):
             v = by[key]
-            print(f"  {statistics.median(v):7.0f}  (p10 {np.percentile(v, 10):7.0f}, p90 {np.percentile(v, 90):7.0f})  "
+            print(f"  {spread(v)}  "
                   f"{key[1]:3d} {label[key[0]]} {WIDE_NAMES.get(key[1], '?')} [{len(v)}]")
 
 
@@ -160,7 +166,7 @@ def narrow_report(raw):
             for i, t in roles[wg]:
                 if i == 110:
                     tiles.append({})
-                if tiles and i not in (100, 101, 109):
+                if tiles and i not in NARROW_SEQ:
                     tiles[-1].setdefault(i, t)
             if len(tiles) < 6:
                 print(f"block {blk} WG{wg}: {len(tiles)} tiles, too few")
@@ -175,13 +181,13 @@ def narrow_report(raw):
                     by.setdefault(i, []).append(t - tiles[k][110])
             for i in sorted(by, key=lambda i: statistics.median(by[i])):
                 v = by[i]
-                print(f"  {statistics.median(v):7.0f}  (p10 {np.percentile(v, 10):7.0f}, p90 {np.percentile(v, 90):7.0f})  "
+                print(f"  {spread(v)}  "
                       f"{i:3d} {NARROW_NAMES.get(i, '?')}")
 
 
 def main(path, wide=None, start_id=63):
     raw = np.fromfile(path, dtype=np.uint64).reshape(2, 3, -1)  # [block][role][record] (trace.cuh)
-    if bool(np.isin(raw >> np.uint64(48), np.arange(100, 111, dtype=np.uint64)).any()):
+    if bool(np.isin(raw >> np.uint64(48), np.array(list(NARROW_NAMES), dtype=np.uint64)).any()):
         narrow_report(raw)
         return
     if wide is None:  # the wide kernel's compute marks (WIDE_COMPUTE), the wgmma kernel's 1-54
@@ -216,7 +222,7 @@ def main(path, wide=None, start_id=63):
                         by.setdefault(i, []).append(t - starts[k])
         for i in sorted(by, key=lambda i: statistics.median(by[i])):
             v = by[i]
-            print(f"  {statistics.median(v):7.0f}  (p10 {np.percentile(v, 10):7.0f}, p90 {np.percentile(v, 90):7.0f})  "
+            print(f"  {spread(v)}  "
                   f"{i:3d} {NAMES.get(i, '?')}")
 
 

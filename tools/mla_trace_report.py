@@ -51,9 +51,9 @@ WIDE_NAMES = {
 # the same ids; the warpgroups take the block's tiles in turn), the loader's 90-95 (fp8_ring.cuh).
 NARROW_NAMES = {
     100: "start", 101: "sequence's queries ready", 110: "tile: full wait start", 102: "tile: full wait passed",
-    103: "S^T done (promoted)", 104: "maxima barrier passed", 105: "P'^T written, V^T transposed",
-    106: "buffer handed back, P/V barrier passed", 107: "O^T first half done and promoted",
-    108: "O^T second half issued (tile's end)", 109: "sequence stored",
+    103: "S^T done (promoted)", 104: "maxima barrier passed", 105: "P'^T written",
+    106: "P'^T barrier passed", 107: "O^T first half done and promoted",
+    108: "O^T second half issued, buffer handed back (tile's end)", 109: "sequence stored",
 }
 NARROW_SEQ = (100, 101, 109)  # once a block or a sequence: not in the per-tile medians
 WIDE_SEQ = (60, 61, 62, 79, 80, 81, 82, 90, 91)  # once a block or a sequence: not in the per-pair medians

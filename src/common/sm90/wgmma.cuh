@@ -106,6 +106,8 @@ JP_WGMMA_M64N64K32_SS_F8AB(e4m3, e4m3)  // the wide fp8 kernel's fp8-math S^T (A
 JP_WGMMA_M64N64K32_SS_F8AB(e5m2, e4m3)
 JP_WGMMA_M64N64K32_RS_F8AB(e4m3, e4m3)  // and its O^T (A the cache's bytes, B the e4m3 probabilities)
 JP_WGMMA_M64N64K32_RS_F8AB(e5m2, e4m3)
+JP_WGMMA_M64N32K32_RS_F8AB(e4m3, e4m3)  // the narrow fp8 kernel's O^T (A its V^T fragments)
+JP_WGMMA_M64N32K32_RS_F8AB(e5m2, e4m3)
 JP_WGMMA_M64N64K16_SS_TRANSA(bf16)  // (tools/wgmma_transa_probe.cu: V^T from a bf16 tile, NOTES item 65 f)
 
 // (ldmatrix x4 and x4 .trans: common/sm80/mma.cuh's ldmatrix_x4 / ldmatrix_x4_trans.)
@@ -122,11 +124,18 @@ __device__ __forceinline__ void stsm_x4_trans(uint32_t addr, uint32_t a, uint32_
                : "memory");
 }
 
-// m64n32k32 fp8 product with A of the cache's format (kE5m2: e5m2, else e4m3) and B e4m3.
+// m64n32k32 fp8 products with A of the cache's format (kE5m2: e5m2, else e4m3) and B e4m3: A from
+// shared memory, or from registers (rs).
 template <bool kE5m2>
 __device__ __forceinline__ void wgmma_m64n32k32_f8(float (&d)[16], uint64_t a, uint64_t b, int acc) {
   if constexpr (kE5m2) wgmma_m64n32k32_ss_e5m2_e4m3(d, a, b, acc);
   else wgmma_m64n32k32_ss_e4m3_e4m3(d, a, b, acc);
+}
+
+template <bool kE5m2>
+__device__ __forceinline__ void wgmma_m64n32k32_rs_f8(float (&d)[16], const uint32_t* a, uint64_t b, int acc) {
+  if constexpr (kE5m2) wgmma_m64n32k32_rs_e5m2_e4m3(d, a, b, acc);
+  else wgmma_m64n32k32_rs_e4m3_e4m3(d, a, b, acc);
 }
 
 // m64n64k32 fp8 products with A of the cache's format (kE5m2: e5m2, else e4m3) and B e4m3: A from

@@ -13,8 +13,9 @@
 // tensor cores, and the work is laid out for few query rows, in the transposed form
 //   S^T = K Q'^T    [64 tokens x 32]   (M = the tile's tokens, N = the queries' split rows)
 //   O^T += V^T P'^T [512 x 32]         (M = latent columns, N = the probabilities' split rows)
-// with both products m64n32k32 (fp8 operands only in that form: both K-major, so V is transposed
-// in shared memory; nothing else is): the accumulators then hold the 16 query rows' numbers and
+// with both products m64n32k32 (fp8 operands only in that form: both K-major, so V^T's fragments
+// are transposed in registers, as the product's register A operand; nothing else is transposed):
+// the accumulators then hold the 16 query rows' numbers and
 // nothing for the 48 rows a 64-row product would waste, which leaves registers to promote every
 // partial product to float32 - Hopper's fp8 products keep fewer bits than float32 in their sums
 // (measured with tools/wgmma_fp8_probe.cu, NOTES item 44: S over 576 columns in one accumulator is
@@ -38,14 +39,19 @@
 // tile
 //   S^T (18 k-steps, promoted), the scores scaled and masked, the tile's maxima over the
 //   warpgroup's four warps (shared memory, one named barrier), probabilities split into P'^T
-//   (shared memory), V transposed into V^T (ldmatrix .trans of byte pairs, byte_perm, stmatrix: a
-//   few instructions per 16 bytes), the raw buffer handed back, then O^T's product in two halves
-//   of 256 columns (the partials' registers), the second promoted after the warpgroup's next
-//   tile's wait. At a sequence's end the two warpgroups' states meet in shared memory (each
-//   rescales the other's to the common maximum) and each writes 256 columns.
-// The transposer leaves tokens permuted within each 16-token group (token 8a + 2i + e at slot
+//   (shared memory), then O^T's product in two halves of 256 columns (the partials' registers),
+//   its A operand V^T's fragments in registers, loaded k-step by k-step into two buffers
+//   (ldmatrix .trans of byte pairs from the raw tile, byte_perm: a few instructions per 16
+//   bytes), the raw buffer handed back once the last are loaded, the second half promoted after
+//   the warpgroup's next tile's wait. At a sequence's end the two warpgroups' states meet in
+//   shared memory (each rescales the other's to the common maximum) and each writes 256 columns.
+// (Until session 54 V was transposed into a V^T in shared memory by stmatrix, and the product read
+// it from there: that transposer was about half of each tile's chain, NOTES items 78 f / 79.)
+// The fragments hold tokens permuted within each 16-token group (token 8a + 2i + e at k position
 // 4i + 2a + e: the order ldmatrix .trans delivers them in), and P'^T is written in the same order,
-// so the product over tokens is unchanged. Tokens past a sequence's end are zeroed in V^T (the copy
+// so the product over tokens is unchanged; and the product's rows are the columns permuted within
+// each 16 (row g: column 2g, row g + 8: 2g + 1), so a thread's two rows of O are adjacent columns.
+// Tokens past a sequence's end are zeroed in the fragments (the copy
 // engine brings whole pages, whose rows past kv_len may hold anything); their scores are masked by
 // value. Queries past the sequence's rows are zero and never stored.
 #pragma once
@@ -91,12 +97,12 @@ struct MlaNarrowSmem {
   static constexpr int kQBlock = 32 * 128;       // a column block of Q': 32 split rows
   static constexpr int kRawBlock = kMlaRawBlock;  // a column block of a raw tile: 64 tokens
   static constexpr int kRawBytes = kMlaRawBytes;
-  static constexpr int kVtBytes = 512 * 64;     // a warpgroup's V^T: 512 columns x 64 token slots
+  static constexpr int kXchBytes = kNarrowQueries * 256 * 4;  // a warpgroup's 256 columns of O, for the other
   static constexpr int kPtBytes = 32 * 64;      // P'^T: 32 split rows x 64 token slots
   static constexpr int kQ = 0;
   static constexpr int kRaw = kQ + kBlocks * kQBlock;             // [stage]
-  static constexpr int kVt = kRaw + kNarrowStages * kRawBytes;    // [warpgroup]
-  static constexpr int kPt = kVt + 2 * kVtBytes;                  // [warpgroup]
+  static constexpr int kXch = kRaw + kNarrowStages * kRawBytes;   // [warpgroup]
+  static constexpr int kPt = kXch + 2 * kXchBytes;                // [warpgroup]
   static constexpr int kMax = kPt + 2 * kPtBytes;                 // [warpgroup][parity][warp][query] floats
   static constexpr int kSum = kMax + 2 * 2 * 4 * kNarrowQueries * 4;  // [warpgroup][warp][query] floats
   static constexpr int kPeer = kSum + 2 * 4 * kNarrowQueries * 4;     // [warpgroup][max, sum][query], [2] bad
@@ -104,7 +110,7 @@ struct MlaNarrowSmem {
   static constexpr int kBad = kQScale + kNarrowQueries * 4;           // [stage]: the tile's page id was bad
   static constexpr int kBarriers = kBad + 16;                         // full[kNarrowFull], empty[stages]
   static constexpr size_t kAllocBytes = size_t(kBarriers) + (kNarrowFull + kNarrowStages) * 8 + 1024;  // + alignment
-  static_assert(kRaw % 1024 == 0 && kVt % 1024 == 0 && kPt % 1024 == 0, "swizzle atoms need aligned bases");
+  static_assert(kRaw % 1024 == 0 && kPt % 1024 == 0, "swizzle atoms need aligned bases");
   static_assert(kBad + 4 * kNarrowStages <= kBarriers && kBarriers % 8 == 0, "barriers overlap or misalign");
 };
 static_assert(MlaNarrowSmem::kAllocBytes <= 227 * 1024, "more shared memory than a Hopper block may have");
@@ -171,7 +177,7 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
   float* sSum = reinterpret_cast<float*>(base + S::kSum) + wg * 4 * kNarrowQueries;
   const float kv_scale = mla_kv_scale(p);
   const float qk_base = mla_scale(p) * kLog2e * kv_scale;  // (the values are the fp8 values x kv_scale)
-  // This thread's tokens of a tile (S^T's rows r and r + 8) and their slots in V^T and P'^T.
+  // This thread's tokens of a tile (S^T's rows r and r + 8) and their slots in P'^T.
   const int tok_lo = ww * 16 + lane / 4;
   const int slot_lo = ww * 16 + 4 * ((lane / 4) / 2) + (lane / 4) % 2, slot_hi = slot_lo + 2;
   const T* q_nope = static_cast<const T*>(p.q_nope);
@@ -250,7 +256,7 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
       end[j] = (p.causal && q < rows_per_b) ? int(visible_keys(kv_len, p.s_q, q / p.num_heads, 0).end) : kv_len;
     }
     float m[4], l[4];  // running maxima (log2 domain) and this thread's share of the sums
-    float o[8][4][2];  // O[q_j][d] x 256 for m-block mb, rows d = 64 mb + 16 ww + lane / 4 + 8 h
+    float o[8][4][2];  // O[q_j][d] x 256 for m-block mb, columns d = 64 mb + 16 ww + 2 (lane / 4) + h
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       m[j] = -INFINITY;
@@ -261,6 +267,13 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
 #pragma unroll
       for (int j = 0; j < 4; ++j) o[mb][j][0] = o[mb][j][1] = 0.f;
     float pv[4][16];  // O^T's product over four m-blocks, promoted into o once complete
+    // O^T's A operand, two k-steps' fragments ([buffer][register]): live until the products that
+    // read them complete, the second half's last two across the loop's turn (keep_va).
+    uint32_t va[2][4];
+    auto keep_va = [&]() {
+#pragma unroll
+      for (int k = 0; k < 8; ++k) reg_fence(va[k / 4][k % 4]);
+    };
     float corr_pending[4] = {1.f, 1.f, 1.f, 1.f};
     bool pending = false;  // m-blocks 4-7 of this warpgroup's last tile are still in the tensor cores
     bool bad = false;
@@ -279,25 +292,11 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
         }
       }
     };
-    const uint32_t vt = sbase + S::kVt + wg * S::kVtBytes;
     const uint32_t ptd = sbase + S::kPt + wg * S::kPtBytes;
-    // The products' descriptors: one per matrix, moved by constant offsets (one add each, where
-    // building each from its address took a shift, masks and ors on the uniform datapath).
-    const uint64_t vt_desc = wgmma_desc_sw64(vt), pt_desc = wgmma_desc_sw64(ptd);
+    const uint64_t pt_desc = wgmma_desc_sw64(ptd);
+    // (S^T's descriptors: one per matrix, moved by constant offsets - one add each, where building
+    // each from its address took a shift, masks and ors on the uniform datapath)
     const uint64_t q_desc = wgmma_desc_sw128(sbase + S::kQ, 16, 1024);
-    // O^T's product for m-blocks mb0 .. mb0 + 3 (latent columns 64 mb0 ..) into pv.
-    auto issue_pv = [&](int mb0) {
-      wgmma_fence();
-#pragma unroll
-      for (int mb = 0; mb < 4; ++mb) {
-#pragma unroll
-        for (int kk = 0; kk < 2; ++kk) {
-          wgmma_m64n32k32_f8<kE5m2>(pv[mb], wgmma_desc_advance(vt_desc, (mb0 + mb) * 64 * 64 + 32 * kk),
-                                    wgmma_desc_advance(pt_desc, 32 * kk), kk > 0);
-        }
-      }
-      wgmma_commit();
-    };
 
     // The sequence's tiles alternate between the warpgroups (by the block's running tile count,
     // which is also the raw buffers' ring position).
@@ -310,6 +309,7 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
       bad |= sBad[stage] != 0;
       if (pending) {  // the previous tile's last product ran behind this tile's wait
         wgmma_wait<0>();
+        keep_va();
         promote_o(4, corr_pending);
         pending = false;
       }
@@ -406,47 +406,67 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
           pt[sw64_offset(n + 1, slot / 16) + slot % 16] = lb;
         }
       }
-      // V^T: this warp transposes token group ww (16 tokens) of the tile's 512 columns, 32 per
-      // step. ldmatrix .trans of the 8 x 16-byte matrices (tokens 8 a + 0..7, 16 bytes of columns)
-      // hands lane l the byte pairs (columns 2 (l / 4), + 1) of tokens 2 (l % 4), + 1; byte_perm
-      // joins a = 0 and a = 1 into one word per column: slots 4 (l % 4) .. + 3.
-      {
-        const int mi = lane / 8, r = lane % 8;  // the matrix and row this lane addresses
-        const int tok = ww * 16 + 8 * (mi % 2) + r;  // ldmatrix: matrix mi = (a = mi % 2, chunk mi / 2)
-        const int valid = kv_len - u * kMlaTileKeys;  // tokens of this tile before the sequence's end
-        uint32_t keep = 0xFFFFFFFFu;
-        if (valid < kMlaTileKeys) {
-          const int t0 = ww * 16 + 2 * c;  // this lane's slots hold tokens t0, t0 + 1, t0 + 8, t0 + 9
-          keep = (t0 < valid ? 0xFFu : 0u) | (t0 + 1 < valid ? 0xFF00u : 0u) | (t0 + 8 < valid ? 0xFF0000u : 0u) |
-                 (t0 + 9 < valid ? 0xFF000000u : 0u);
-        }
-#pragma unroll 4
-        for (int x = 0; x < 16; ++x) {  // (fully unrolled, its loads were hoisted and o spilled)
-          const int col = 32 * x + 16 * (mi / 2);  // this lane's ldmatrix row: 16 columns
-          uint32_t rr[4];
-          ldmatrix_x4_trans(rr, raw + MlaRawTile<false>::latent(tok, col));
-          const uint32_t e01 = __byte_perm(rr[0], rr[1], 0x6420) & keep, o01 = __byte_perm(rr[0], rr[1], 0x7531) & keep;
-          const uint32_t e23 = __byte_perm(rr[2], rr[3], 0x6420) & keep, o23 = __byte_perm(rr[2], rr[3], 0x7531) & keep;
-          // stmatrix: matrix mi's row r is V^T row d = 32 x + 16 (mi / 2) + 2 r + mi % 2, the 16
-          // slots of token group ww.
-          const int d = 32 * x + 16 * (mi / 2) + 2 * r + mi % 2;
-          stsm_x4(vt + sw64_offset(d, ww), e01, o01, e23, o23);
+      // V^T's fragments, the register A operand of O^T's products: for m-block mb and k-step kk
+      // this warp's rows are the 16 columns 64 mb + 16 ww .. + 15 (row g: column 2 g, row g + 8:
+      // column 2 g + 1) over the tile's tokens 32 kk .. + 31. One ldmatrix .trans of the four 8 x 16-
+      // byte matrices (tokens 32 kk + 8 a + 0..7, the 16 columns) hands lane l the byte pairs
+      // (columns 2 (l / 4), + 1) of tokens 2 (l % 4), + 1 of each; byte_perm joins matrices 0 and 1
+      // (2 and 3) into one word per column: tokens 2c, 2c + 1, 2c + 8, 2c + 9 (+ 16), which are the
+      // token slots 4c .. 4c + 3 (+ 16) that the fragment's k positions name, P'^T's order.
+      const int valid = kv_len - u * kMlaTileKeys;  // tokens of this tile before the sequence's end
+      uint32_t keep[4] = {0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu};  // [16-token group]
+      if (valid < kMlaTileKeys) {
+#pragma unroll
+        for (int g = 0; g < 4; ++g) {
+          const int t0 = 16 * g + 2 * c;  // the k positions hold tokens t0, t0 + 1, t0 + 8, t0 + 9
+          keep[g] = (t0 < valid ? 0xFFu : 0u) | (t0 + 1 < valid ? 0xFF00u : 0u) | (t0 + 8 < valid ? 0xFF0000u : 0u) |
+                    (t0 + 9 < valid ? 0xFF000000u : 0u);
         }
       }
-      // The raw tile is done with (S^T's products are complete, the transposer's loads returned).
-      __syncwarp();
+      // Step st = 2 (mb - mb0) + kk: m-block mb's fragments of k-step kk, into buffer st % 2.
+      auto load_v = [&](int mb, int kk, int f) {
+        uint32_t rr[4];  // lane l addresses row l % 8 of matrix l / 8: token 32 kk + l
+        ldmatrix_x4_trans(rr, raw + MlaRawTile<false>::latent(32 * kk + lane, 64 * mb + 16 * ww));
+        const uint32_t k0 = keep[2 * kk], k1 = keep[2 * kk + 1];
+        va[f][0] = __byte_perm(rr[0], rr[1], 0x6420) & k0;
+        va[f][1] = __byte_perm(rr[0], rr[1], 0x7531) & k0;
+        va[f][2] = __byte_perm(rr[2], rr[3], 0x6420) & k1;
+        va[f][3] = __byte_perm(rr[2], rr[3], 0x7531) & k1;
+      };
+      // O^T's product for the half's m-block i, k-step kk (A from buffer f) into pv[i], one commit
+      // group each.
+      auto issue_pv = [&](int i, int kk, int f) {
+        wgmma_fence();
+        wgmma_m64n32k32_rs_f8<kE5m2>(pv[i], va[f], wgmma_desc_advance(pt_desc, 32 * kk), kk > 0);
+        wgmma_commit();
+      };
+      // A half: m-blocks mb0 .. mb0 + 3, eight k-steps, the fragments double-buffered (a buffer
+      // is loaded again once the product that read it is complete); after the second half's last
+      // load the raw tile is handed back.
+      auto run_half = [&](int mb0) {
+#pragma unroll
+        for (int st = 0; st < 8; ++st) {
+          if (st >= 2) wgmma_wait<1>();
+          load_v(mb0 + st / 2, st % 2, st % 2);
+          if (mb0 > 0 && st == 7) {
+            // The raw tile is done with (S^T's products are complete, the fragments' loads returned).
+            __syncwarp();
+            if (lane == 0) mbar_arrive(&empty[stage]);
+          }
+          issue_pv(st / 2, st % 2, st % 2);
+        }
+      };
+      fence_proxy_async_shared();  // P'^T, for the products' async-proxy reads
       tr(105);
-      if (lane == 0) mbar_arrive(&empty[stage]);
-      fence_proxy_async_shared();  // P'^T and V^T, for the products' async-proxy reads
       named_barrier_sync(bar_own, 128);
       tr(106);
       // O^T += V^T P'^T in two halves of four 64-column blocks (the partials' registers): the
       // first promoted at once, the second after this warpgroup's next tile's wait (or the loop).
-      issue_pv(0);
+      run_half(0);
       wgmma_wait<0>();
       promote_o(0, corr);
       tr(107);
-      issue_pv(4);
+      run_half(4);
       tr(108);
 #pragma unroll
       for (int j = 0; j < 4; ++j) corr_pending[j] = corr[j];
@@ -455,12 +475,13 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
     }
     if (pending) {
       wgmma_wait<0>();
+      keep_va();
       promote_o(4, corr_pending);
     }
 
     // Epilogue: each warpgroup's rows' sums over its four warps; the two warpgroups' states (maxima,
-    // sums, outputs) meet: each publishes its maxima, sums and the 256 columns the other writes
-    // (over its own V^T, free now), then writes its 256 columns of the combined result (whole
+    // sums, outputs) meet: each publishes its maxima, sums and the 256 columns the other writes,
+    // then writes its 256 columns of the combined result (whole
     // sequences to the output, cut ones as float partials for the merge).
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -473,7 +494,7 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
     }
     named_barrier_sync(bar_own, 128);
     float* peer = reinterpret_cast<float*>(base + S::kPeer);  // [warpgroup][max, sum][query], [2] bad
-    float* xch = reinterpret_cast<float*>(base + S::kVt + wg * S::kVtBytes);  // [query][256] floats
+    float* xch = reinterpret_cast<float*>(base + S::kXch + wg * S::kXchBytes);  // [query][256] floats
     float lw[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -493,12 +514,12 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           // (the m-block picked by a select: a register array indexed at run time would go to memory)
-          xch[(4 * j + c) * 256 + 64 * i + 16 * ww + lane / 4 + 8 * h] = wg ? o[i][j][h] : o[4 + i][j][h];
+          xch[(4 * j + c) * 256 + 64 * i + 16 * ww + 2 * (lane / 4) + h] = wg ? o[i][j][h] : o[4 + i][j][h];
         }
       }
     }
     named_barrier_sync(kNarrowBarBoth, 256);
-    const float* pxch = reinterpret_cast<const float*>(base + S::kVt + other * S::kVtBytes);
+    const float* pxch = reinterpret_cast<const float*>(base + S::kXch + other * S::kXchBytes);
     const bool any_bad = (reinterpret_cast<const int*>(peer + 4 * kNarrowQueries)[0] |
                           reinterpret_cast<const int*>(peer + 4 * kNarrowQueries)[1]) != 0;
     const bool whole = s.seq_pieces[b] == 1;
@@ -520,7 +541,7 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
       for (int i = 0; i < 4; ++i) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const int dl = 64 * i + 16 * ww + lane / 4 + 8 * h, d = 256 * wg + dl;
+          const int dl = 64 * i + 16 * ww + 2 * (lane / 4) + h, d = 256 * wg + dl;
           const float x =
               mla_row_output(c_own * (wg ? o[4 + i][j][h] : o[i][j][h]) + c_peer * pxch[q * 256 + dl], f);
           if (whole) static_cast<T*>(p.out)[row * kMlaLatentDim + d] = from_float<T>(x);

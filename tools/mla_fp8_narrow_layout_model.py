@@ -1,10 +1,16 @@
 """The narrow fp8 MLA kernel's V^T and P'^T layouts modelled byte by byte (no GPU): a raw tile
-as TMA's 128-byte swizzle lays it out, the transposer's ldmatrix .trans / byte_perm / stmatrix on
-its per-lane offsets (sm90/fp8_narrow.cuh), the softmax's P'^T byte stores, and the O^T = V^T
-P'^T products' operand reads through their descriptors - checked against sum_t V[t] P[t] for whole
-and cut tiles (tail tokens masked). Two V^T layouts: the kernel's own buffer (64-byte swizzle) and
-the in-place one of bench/experiments/2026-11-25_mla_fp8_narrow_inplace_vt_4buf.patch (no
-swizzle, LBO 2 KB, SBO 128 B). Exit status 1 on a mismatch. (Written for NOTES item 45 f's review.)
+as TMA's 128-byte swizzle lays it out, the softmax's P'^T byte stores and the O^T = V^T P'^T
+products' reads of it through its descriptor, and three forms of V^T's operand - checked against
+sum_t V[t] P[t] for whole and cut tiles (tail tokens masked):
+  registers (sm90/fp8_narrow.cuh since session 54): each warp's ldmatrix .trans / byte_perm on its
+    per-lane offsets into the wgmma register A fragments (rows lane / 4 and + 8, k positions
+    4 (lane % 4) + 0..3 and + 16), the product's rows read back as the kernel's columns (row g of
+    a warp's 16: column 2g, row g + 8: 2g + 1);
+  own buffer (the kernel until session 54): the transposer's ldmatrix .trans / byte_perm / stmatrix
+    into a 64-byte-swizzled V^T, read through the product's descriptor;
+  in place (bench/experiments/2026-11-25_mla_fp8_narrow_inplace_vt_4buf.patch): the same stored
+    over the raw tile (no swizzle, LBO 2 KB, SBO 128 B).
+Exit status 1 on a mismatch. (Written for NOTES item 45 f's review; registers for item 79.)
 
     python3 tools/mla_fp8_narrow_layout_model.py
 """
@@ -78,6 +84,34 @@ def transpose(mem, inplace, valid):
     return vt
 
 
+def register_product(mem, b_op, valid):
+    """O^T from V^T's register fragments as the kernel loads them (load_v) and the m64n32k32 products
+    with A from registers: out[column][n]."""
+    out = np.zeros((512, 32), np.int64)
+    for ww in range(4):
+        keep = [[t < valid for t in (16 * g + 2 * (l % 4) + d for d in (0, 1, 8, 9))] for g in range(4) for l in range(32)]
+        for mb in range(8):
+            col = 64 * mb + 16 * ww
+            for kk in range(2):
+                # lane l addresses row l % 8 of matrix l / 8: token 32 kk + l, the 16 columns at col
+                rr = ldmatrix_x4_trans(mem, [(col // 128) * BLOCK + sw128(32 * kk + l, (col % 128) // 16)
+                                             for l in range(32)])
+                for l in range(32):
+                    r = rr[l]
+                    words = [byte_perm(r[0], r[1], 0x6420), byte_perm(r[0], r[1], 0x7531),
+                             byte_perm(r[2], r[3], 0x6420), byte_perm(r[2], r[3], 0x7531)]
+                    for i, w in enumerate(words):
+                        g = 2 * kk + i // 2  # the 16-token group of the word's tokens
+                        row = l // 4 + 8 * (i % 2)  # A's row in the warp's 16 (register i: row + 8 if odd)
+                        column = col + 2 * (l // 4) + i % 2  # the kernel's column of that row
+                        for n in range(4):
+                            a = w[n] if keep[32 * g + l][n] else 0
+                            k = 4 * (l % 4) + 16 * (i // 2) + n  # the fragment's k position
+                            assert row % 8 == l // 4
+                            out[column] += a * b_op[32 * kk + k]
+    return out
+
+
 def pt_tile(p):
     """P'^T as the softmax writes it: thread (ww, lane) holds tokens ww 16 + lane / 4 (+ 8)."""
     pt = np.zeros(32 * 64, np.int64)
@@ -102,6 +136,10 @@ def main():
         want = sum(np.outer(v[t, :512], p[t]) for t in range(valid))
         pt = pt_tile(p)
         b_op = np.array([[pt[sw64(n, s // 16) + s % 16] for n in range(32)] for s in range(64)])  # [slot][n]
+        out = register_product(raw_tile(v), b_op, valid)
+        same = np.array_equal(out, want)
+        print(f"valid tokens {valid:2d}, V^T in registers: O^T {'matches' if same else 'DIFFERS'}")
+        ok &= same
         for inplace in (False, True):
             mem = raw_tile(v)
             vt = transpose(mem, inplace, valid)

@@ -10,7 +10,9 @@ sum_t V[t] P[t] for whole and cut tiles (tail tokens masked):
     into a 64-byte-swizzled V^T, read through the product's descriptor;
   in place (bench/experiments/2026-11-25_mla_fp8_narrow_inplace_vt_4buf.patch): the same stored
     over the raw tile (no swizzle, LBO 2 KB, SBO 128 B).
-Exit status 1 on a mismatch. (Written for NOTES item 45 f's review; registers for item 79.)
+P'^T's word stores (2026-11-29_narrow_pt_words.patch: a pair swapped with lane ^ 4, one 4-byte store
+per query a lane) are checked against its byte stores. Exit status 1 on a mismatch. (Written for
+NOTES item 45 f's review; registers and the word stores for item 79.)
 
     python3 tools/mla_fp8_narrow_layout_model.py
 """
@@ -127,6 +129,31 @@ def pt_tile(p):
     return pt
 
 
+def pt_tile_packed(p):
+    """P'^T as 2026-11-29_narrow_pt_words.patch writes it: a lane's hi pair and lo pair (its slots s, s + 2),
+    one pair swapped with lane ^ 4 (slots s + 1, s + 3), one byte_perm'd word stored a lane."""
+    pt = np.zeros(32 * 64, np.int64)
+    for ww in range(4):
+        pairs = {}  # (lane, j) -> (hi pair, lo pair): [slot s byte, slot s + 2 byte] of rows n, n + 1
+        for lane in range(32):
+            for j in range(4):
+                n = 8 * j + 2 * (lane % 4)
+                t0, t1 = ww * 16 + lane // 4, ww * 16 + lane // 4 + 8
+                pairs[lane, j] = ([p[t0, n], p[t1, n], 0, 0], [p[t0, n + 1], p[t1, n + 1], 0, 0])  # (16-bit values in a word)
+        for lane in range(32):
+            even = (lane // 4) % 2 == 0
+            slot4 = ww * 16 + 4 * ((lane // 4) // 2)
+            for j in range(4):
+                hp, lp = pairs[lane, j]
+                php, plp = pairs[lane ^ 4, j]
+                recv = plp if not even else php  # what the partner sent: its lo pair if it is even
+                word = byte_perm(hp if even else lp, recv, 0x5140 if even else 0x1504)
+                row = 8 * j + 2 * (lane % 4) + (0 if even else 1)
+                for b in range(4):
+                    pt[sw64(row, slot4 // 16) + slot4 % 16 + b] = word[b]
+    return pt
+
+
 def main():
     rng = np.random.default_rng(0)
     v = rng.integers(1, 250, size=(64, 640)).astype(np.int64)
@@ -135,6 +162,9 @@ def main():
     for valid in (64, 37, 1):
         want = sum(np.outer(v[t, :512], p[t]) for t in range(valid))
         pt = pt_tile(p)
+        packed = np.array_equal(pt_tile_packed(p), pt)
+        print(f"P'^T's packed word stores {'match' if packed else 'DIFFER from'} its byte stores")
+        ok &= packed
         b_op = np.array([[pt[sw64(n, s // 16) + s % 16] for n in range(32)] for s in range(64)])  # [slot][n]
         out = register_product(raw_tile(v), b_op, valid)
         same = np.array_equal(out, want)

@@ -15,27 +15,7 @@ timeout 200 ncu --set full -k "regex:mla_fp8_wide_kernel|splitkv_mla" -c 2 -f -o
 echo "ncu rc $? ($(( $(date +%s) - start )) s)"; tail -3 "$OUT/ncu_run.log"
 ncu -i /tmp/f8ncu.ncu-rep --page details > "$OUT/ncu_details.txt" 2>&1
 ncu -i /tmp/f8ncu.ncu-rep --page raw --csv > /tmp/raw.csv 2>&1
-python3 - /tmp/raw.csv > "$OUT/ncu_stalls.txt" <<'PY'
-import csv, sys
-rows = list(csv.reader(open(sys.argv[1])))
-head, data = rows[0], rows[2:]
-keep = [i for i, h in enumerate(head) if h in ("Kernel Name", "gpu__time_duration.sum", "launch__registers_per_thread",
-        "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
-        "sm__inst_executed_pipe_tensor_op_gmma.avg.pct_of_peak_sustained_active",
-        "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active",
-        "dram__throughput.avg.pct_of_peak_sustained_elapsed", "launch__grid_size", "smsp__issue_active.avg.pct_of_peak_sustained_active")
-        or ("average_warp_latency_issue_stalled" in h and h.endswith(".ratio"))
-        or ("warps_issue_stalled" in h and h.endswith("per_issue_active.ratio"))]
-for r in data:
-    print("==", r[head.index("Kernel Name")][:90])
-    for i in keep:
-        try:
-            v = float(r[i].replace(",", ""))
-        except ValueError:
-            continue
-        if v >= 0.05 or "time" in head[i]:
-            print(f"  {head[i]:90s} {v:12.3f}")
-PY
+python3 "$R/tools/ncu_stalls.py" /tmp/raw.csv > "$OUT/ncu_stalls.txt"  # (its inline Python until session 54)
 cat "$OUT/ncu_stalls.txt" | cut -c1-120
 grep -E "^  [a-zA-Z_].*\(|Duration|DRAM Throughput|Registers Per|Achieved Occupancy|Issue Slots Busy|Warp Cycles Per Issued|Eligible Warps" \
   "$OUT/ncu_details.txt" | cut -c1-120

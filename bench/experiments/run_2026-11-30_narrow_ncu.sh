@@ -10,17 +10,8 @@ set -uo pipefail
 source bench/experiments/run_lib.sh
 use_peers
 build_into /tmp/jp
-cfg=mla_fp8_h16_b128_ctx4k
-timeout 200 ncu --set full -k "regex:mla_fp8_narrow_kernel|splitkv_mla" -c 2 -f -o /tmp/nrncu \
-  python3 "$R/bench/profile_one.py" $cfg --calls 1 --flashmla > "$OUT/ncu_run.log" 2>&1
-echo "ncu rc $? ($(( $(date +%s) - start )) s)"; tail -3 "$OUT/ncu_run.log"
-ncu -i /tmp/nrncu.ncu-rep --page details > "$OUT/ncu_details.txt" 2>&1
-ncu -i /tmp/nrncu.ncu-rep --page raw --csv > /tmp/raw.csv 2>&1
-python3 "$R/tools/ncu_stalls.py" /tmp/raw.csv > "$OUT/ncu_stalls.txt"
-cut -c1-120 "$OUT/ncu_stalls.txt"
-timeout 150 ncu --set full --import-source yes -k regex:mla_fp8_narrow_kernel -c 1 -f -o /tmp/nrsrc \
-  python3 "$R/bench/profile_one.py" $cfg --calls 1 > "$OUT/src_run.log" 2>&1 || tail -3 "$OUT/src_run.log"
-ncu -i /tmp/nrsrc.ncu-rep --page source --csv --print-source sass > /tmp/nrsrc.csv 2> /tmp/src_err.log
-python3 "$R/tools/ncu_top_lines.py" /tmp/nrsrc.csv 80 > "$OUT/source_narrow.txt" 2>&1
-head -40 "$OUT/source_narrow.txt" | cut -c1-160
+ncu_kernels narrow mla_fp8_h16_b128_ctx4k "mla_fp8_narrow_kernel|splitkv_mla" --flashmla
+grep -E "^  [a-zA-Z_].*\(|Duration|DRAM Throughput|Registers Per|Issue Slots Busy|Warp Cycles Per Issued|Eligible Warps" \
+  "$OUT/ncu_details_narrow.txt" | cut -c1-120
+ncu_source narrow mla_fp8_h16_b128_ctx4k mla_fp8_narrow_kernel
 echo "total $(( $(date +%s) - start )) s"

@@ -239,3 +239,31 @@ ncu_paged() {
       python3 "$R/tools/ncu_top_lines.py" "/tmp/src_$name.csv" 60 > "$OUT/profile_source_$name.txt" 2>&1
   fi
 }
+
+# ncu_kernels NAME CFG REGEX [PROFILE_ONE_ARGS...]: ncu --set full of the kernels matching REGEX (at
+# most 2 launches) in one call of bench/profile_one.py CFG (e.g. with --flashmla: FlashMLA's kernel
+# beside ours), under 200 s; its details page in $OUT/ncu_details_NAME.txt, time / tensor pipe /
+# stall ratios in $OUT/ncu_stalls_NAME.txt (tools/ncu_stalls.py), printed. R as build_into sets it.
+ncu_kernels() {
+  local name=$1 cfg=$2 regex=$3
+  shift 3
+  timeout 200 ncu --set full -k "regex:$regex" -c 2 -f -o "/tmp/ncu_$name" \
+    python3 "$R/bench/profile_one.py" "$cfg" --calls 1 "$@" > "$OUT/ncu_run_$name.log" 2>&1
+  echo "ncu $name rc $? ($(( $(date +%s) - start )) s)"; tail -3 "$OUT/ncu_run_$name.log"
+  ncu -i "/tmp/ncu_$name.ncu-rep" --page details > "$OUT/ncu_details_$name.txt" 2>&1
+  ncu -i "/tmp/ncu_$name.ncu-rep" --page raw --csv > "/tmp/ncu_raw_$name.csv" 2>&1
+  python3 "$R/tools/ncu_stalls.py" "/tmp/ncu_raw_$name.csv" > "$OUT/ncu_stalls_$name.txt"
+  cut -c1-120 "$OUT/ncu_stalls_$name.txt"
+}
+
+# ncu_source NAME CFG REGEX [ROWS]: ncu's source view of the first launch matching REGEX in one call
+# of bench/profile_one.py CFG, under 150 s: the SASS rows with the most stall samples (default 80)
+# in $OUT/source_NAME.txt (tools/ncu_top_lines.py), its first 40 lines printed.
+ncu_source() {
+  local name=$1 cfg=$2 regex=$3
+  timeout 150 ncu --set full --import-source yes -k "regex:$regex" -c 1 -f -o "/tmp/src_$name" \
+    python3 "$R/bench/profile_one.py" "$cfg" --calls 1 > "$OUT/src_run_$name.log" 2>&1 || tail -3 "$OUT/src_run_$name.log"
+  ncu -i "/tmp/src_$name.ncu-rep" --page source --csv --print-source sass > "/tmp/src_$name.csv" 2> /tmp/src_err.log
+  python3 "$R/tools/ncu_top_lines.py" "/tmp/src_$name.csv" "${4:-80}" > "$OUT/source_$name.txt" 2>&1
+  head -40 "$OUT/source_$name.txt" | cut -c1-160
+}

@@ -152,4 +152,6 @@ with open("src/common/sm90/wgmma_ops.inc", "w") as f:
     f.write("\n\n")
     f.write(f8(RS8AB, 64))  # the wide fp8 kernel's fp8-math O^T, A the cache's bytes
     f.write("\n\n")
+    f.write(f8(RS8AB, 32))  # the narrow fp8 kernel's O^T, A V^T's fragments (ldmatrix .trans, byte_perm)
+    f.write("\n\n")
     f.write(ss(64, trans_b=False, trans_a=True))  # O^T = V^T P^T with V^T from a bf16 tile (NOTES item 65 f)

@@ -33,8 +33,8 @@ __device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t smem_byte_addr, ui
 
 // The same with the 64-byte swizzle (mode 2): K-major rows of 64 bytes, 8-row atoms of 512 bytes
 // (512-aligned) in which 16-byte chunk c of row r sits at c ^ ((r / 2) % 4); the stride offset steps
-// 8 rows (512 bytes). The narrow fp8 MLA kernel's transposed values and probabilities (64 tokens
-// of fp8 per row) use it.
+// 8 rows (512 bytes). The narrow fp8 MLA kernel's probabilities P'^T (64 tokens of fp8 per row)
+// use it.
 __device__ __forceinline__ uint64_t wgmma_desc_sw64(uint32_t smem_byte_addr) {
   return (wgmma_desc_sw128(smem_byte_addr, 16, 512) & ~(uint64_t(3) << 62)) | (uint64_t(2) << 62);
 }
@@ -111,13 +111,9 @@ JP_WGMMA_M64N32K32_RS_F8AB(e5m2, e4m3)
 JP_WGMMA_M64N64K16_SS_TRANSA(bf16)  // (tools/wgmma_transa_probe.cu: V^T from a bf16 tile, NOTES item 65 f)
 
 // (ldmatrix x4 and x4 .trans: common/sm80/mma.cuh's ldmatrix_x4 / ldmatrix_x4_trans.)
-// stmatrix x4 (sm_90): four 8 x 8 b16 matrices from registers a..d (one fragment each), and the
-// same stored transposed (.trans); addr is this lane's row: row lane % 8 of matrix lane / 8.
-__device__ __forceinline__ void stsm_x4(uint32_t addr, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
-  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(a), "r"(b),
-               "r"(c), "r"(d)
-               : "memory");
-}
+// stmatrix x4 .trans (sm_90): four 8 x 8 b16 matrices from registers a..d (one fragment each),
+// stored transposed; addr is this lane's row: row lane % 8 of matrix lane / 8. (Its plain form
+// served the narrow fp8 kernel's V^T transposer until session 54.)
 __device__ __forceinline__ void stsm_x4_trans(uint32_t addr, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
   asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(a), "r"(b),
                "r"(c), "r"(d)

@@ -78,8 +78,11 @@ namespace jaxpaged {
 
 constexpr int kNarrowThreads = 384;  // two compute warpgroups + the loader's (one thread works)
 // Registers per thread after the loader warpgroup hands its share over (3 x 168 in all, as in
-// layout.cuh's MlaWgRegs): the compute warpgroups hold O (32 floats), the O^T partials (64), S^T and
-// its two partials (48), and the tile's scores and probabilities.
+// layout.cuh's MlaWgRegs): the compute warpgroups hold O (64 floats), the O^T partials (64), S^T and
+// its two partials (48), the tile's scores and probabilities, and O^T's A fragments (two k-steps',
+// 8) with their tail masks (4). ptxas honours the 232 (at 168 this kernel spills 360 bytes), and
+// at its peak needs most of it: all of a half's fragments at once (32) spilled 272 bytes (NOTES
+// item 79 a).
 constexpr int kNarrowComputeRegs = 232, kNarrowLoaderRegs = 40;
 constexpr int kNarrowStages = 3;     // raw tile buffers
 // "full" barriers: one per (raw buffer, compute warpgroup), so that each is waited by one
@@ -449,7 +452,8 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
           if (st >= 2) wgmma_wait<1>();
           load_v(mb0 + st / 2, st % 2, st % 2);
           if (mb0 > 0 && st == 7) {
-            // The raw tile is done with (S^T's products are complete, the fragments' loads returned).
+            // The raw tile is done with (S^T's products are complete, and the fragments' loads are
+            // ordered before the arrival, which releases the buffer to the loader's next copy).
             __syncwarp();
             if (lane == 0) mbar_arrive(&empty[stage]);
           }

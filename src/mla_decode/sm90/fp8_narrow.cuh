@@ -270,8 +270,9 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
 #pragma unroll
       for (int j = 0; j < 4; ++j) o[mb][j][0] = o[mb][j][1] = 0.f;
     float pv[4][16];  // O^T's product over four m-blocks, promoted into o once complete
-    // O^T's A operand, two k-steps' fragments ([buffer][register]): live until the products that
-    // read them complete, the second half's last two across the loop's turn (keep_va).
+    // O^T's A operand, an m-block's fragments ([k-step][register], each k-step's register set
+    // reloaded once the product that read it is complete): live until the products that read
+    // them complete, the second half's last m-block across the loop's turn (keep_va).
     uint32_t va[2][4];
     auto keep_va = [&]() {
 #pragma unroll
@@ -426,38 +427,38 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
                     (t0 + 9 < valid ? 0xFF000000u : 0u);
         }
       }
-      // Step st = 2 (mb - mb0) + kk: m-block mb's fragments of k-step kk, into buffer st % 2.
-      auto load_v = [&](int mb, int kk, int f) {
+      // m-block mb's fragments of k-step kk, into va[kk].
+      auto load_v = [&](int mb, int kk) {
         uint32_t rr[4];  // lane l addresses row l % 8 of matrix l / 8: token 32 kk + l
         ldmatrix_x4_trans(rr, raw + MlaRawTile<false>::latent(32 * kk + lane, 64 * mb + 16 * ww));
         const uint32_t k0 = keep[2 * kk], k1 = keep[2 * kk + 1];
-        va[f][0] = __byte_perm(rr[0], rr[1], 0x6420) & k0;
-        va[f][1] = __byte_perm(rr[0], rr[1], 0x7531) & k0;
-        va[f][2] = __byte_perm(rr[2], rr[3], 0x6420) & k1;
-        va[f][3] = __byte_perm(rr[2], rr[3], 0x7531) & k1;
+        va[kk][0] = __byte_perm(rr[0], rr[1], 0x6420) & k0;
+        va[kk][1] = __byte_perm(rr[0], rr[1], 0x7531) & k0;
+        va[kk][2] = __byte_perm(rr[2], rr[3], 0x6420) & k1;
+        va[kk][3] = __byte_perm(rr[2], rr[3], 0x7531) & k1;
       };
-      // O^T's product for the half's m-block i, k-step kk (A from buffer f) into pv[i], one commit
+      // O^T's product for the half's m-block i, k-step kk (A from va[kk]) into pv[i], one commit
       // group each.
-      auto issue_pv = [&](int i, int kk, int f) {
+      auto issue_pv = [&](int i, int kk) {
         wgmma_fence();
-        wgmma_m64n32k32_rs_f8<kE5m2>(pv[i], va[f], wgmma_desc_advance(pt_desc, 32 * kk), kk > 0);
+        wgmma_m64n32k32_rs_f8<kE5m2>(pv[i], va[kk], wgmma_desc_advance(pt_desc, 32 * kk), kk > 0);
         wgmma_commit();
       };
-      // A half: m-blocks mb0 .. mb0 + 3, eight k-steps, the fragments double-buffered (a buffer
-      // is loaded again once the product that read it is complete); after the second half's last
-      // load the raw tile is handed back.
+      // A half: m-blocks mb0 .. mb0 + 3, eight products in turn, st = 2 (mb - mb0) + kk (a k-step's
+      // registers are loaded again once the product before the last is complete); after the second
+      // half's last load the raw tile is handed back.
       auto run_half = [&](int mb0) {
 #pragma unroll
         for (int st = 0; st < 8; ++st) {
           if (st >= 2) wgmma_wait<1>();
-          load_v(mb0 + st / 2, st % 2, st % 2);
+          load_v(mb0 + st / 2, st % 2);
           if (mb0 > 0 && st == 7) {
             // The raw tile is done with (S^T's products are complete, and the fragments' loads are
             // ordered before the arrival, which releases the buffer to the loader's next copy).
             __syncwarp();
             if (lane == 0) mbar_arrive(&empty[stage]);
           }
-          issue_pv(st / 2, st % 2, st % 2);
+          issue_pv(st / 2, st % 2);
         }
       };
       fence_proxy_async_shared();  // P'^T, for the products' async-proxy reads

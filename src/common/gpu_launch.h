@@ -47,21 +47,33 @@ inline int sm_count(int device) {
   return count;
 }
 
+// A value of a device computed once (by compute(), which must not return 0: 0 stands for "not yet")
+// and kept in `table` for ordinals 0-63; other ordinals compute it on every call. Two threads may
+// both compute it the first time; both store the same value.
+template <typename V, typename F>
+inline V per_device(std::atomic<V> (&table)[64], int device, F compute) {
+  const bool slot = device >= 0 && device < 64;
+  V v = slot ? table[device].load(std::memory_order_relaxed) : V(0);
+  if (v == V(0)) {
+    v = compute();
+    if (slot) table[device].store(v, std::memory_order_relaxed);
+  }
+  return v;
+}
+
 // A device's peak memory bandwidth in MB/s (double data rate: 2 x clock x bus width), or 0 when
 // the runtime does not say. Plain attribute queries (allowed during graph capture), made once per
 // device: asked on every call, they cost host time (fp8 D = 256 per call measured 0.74 ms instead
 // of 0.33 on the H200, CUDA 13, while the same calls inside a captured step were faster).
 inline int64_t memory_mbps(int device) {
-  static std::atomic<int64_t> cached[64];  // 0 unknown, -1 not known, else MB/s
-  const bool slot = device >= 0 && device < 64;
-  int64_t mbps = slot ? cached[device].load(std::memory_order_relaxed) : 0;
-  if (mbps == 0) {
+  static std::atomic<int64_t> cached[64];  // -1 not known, else MB/s
+  const int64_t mbps = per_device(cached, device, [device]() -> int64_t {
     int khz = 0, bits = 0;
     const bool known = gpu::memory_clock_khz(&khz, device) == gpu::kSuccess &&
                        gpu::memory_bus_bits(&bits, device) == gpu::kSuccess && khz >= 1 && bits >= 1;
-    mbps = known ? int64_t(khz) * 2 * (bits / 8) / 1000 : -1;
-    if (slot) cached[device].store(mbps, std::memory_order_relaxed);
-  }
+    const int64_t v = known ? int64_t(khz) * 2 * (bits / 8) / 1000 : 0;
+    return v > 0 ? v : -1;
+  });
   return mbps > 0 ? mbps : 0;
 }
 
@@ -168,15 +180,12 @@ inline bool dependent_launches() {
 #else
   static const bool on = env_not_zero("JAXPAGED_PDL");
   if (!on) return false;
-  static std::atomic<int> cached[64];  // 0 unknown, 1 yes, 2 no
+  static std::atomic<int> cached[64];  // 1 yes, 2 no
   const int device = current_device();
-  int state = device >= 0 && device < 64 ? cached[device].load(std::memory_order_relaxed) : 0;
-  if (state == 0) {
-    int major = 0;
-    state = gpu::compute_capability_major(&major, device) == gpu::kSuccess && major >= 9 ? 1 : 2;
-    if (device >= 0 && device < 64) cached[device].store(state, std::memory_order_relaxed);
-  }
-  return state == 1;
+  return per_device(cached, device, [device] {
+           int major = 0;
+           return gpu::compute_capability_major(&major, device) == gpu::kSuccess && major >= 9 ? 1 : 2;
+         }) == 1;
 #endif
 }
 

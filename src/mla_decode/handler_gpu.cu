@@ -30,15 +30,14 @@ namespace {
 // generations should lower per device. Cached per device.
 MlaDevice mla_device(int device) {
   if (use_portable_kernels()) return MlaDevice{sm_count(device), false};  // the split layout
-  static int cached[64];  // 0 unknown, 1 Hopper path, 2 not
-  int state = device >= 0 && device < 64 ? cached[device] : 0;
-  if (state == 0) {
+  static std::atomic<int> cached[64];  // 1 Hopper path, 2 not
+  const int state = per_device(cached, device, [device] {
     int major = 0;
-    const bool hopper = gpu::compute_capability_major(&major, device) == gpu::kSuccess && major == 9 &&
-                        mla_sm90_binary_version() == 90;
-    state = hopper ? 1 : 2;
-    if (device >= 0 && device < 64) cached[device] = state;
-  }
+    return gpu::compute_capability_major(&major, device) == gpu::kSuccess && major == 9 &&
+                   mla_sm90_binary_version() == 90
+               ? 1
+               : 2;
+  });
   return MlaDevice{sm_count(device), state == 1};
 }
 

@@ -6,6 +6,8 @@ report (wide_report): the same medians from warpgroup 0's event START (default 6
 Records of the narrow fp8 kernel (ids 100-110, sm90/fp8_narrow.cuh; --cache=fp8 with <= 16 query
 rows) get narrow_report: per compute warpgroup, its tiles' marks as offsets from the tile's wait
 start (110), and its tile period (one tile of each two the block takes).
+Every report starts with the SM clock during the traced call, where the records carry trace.cuh's
+stamps (clock64 and the global timer at each role's start and end).
 
     python tools/mla_trace_report.py trace.bin [--wide] [--start=START]
 """
@@ -76,14 +78,40 @@ def pairs(recs, start_id):
     return out
 
 
+STAMPS = (120, 121)  # trace.cuh's clock64 / global-timer stamps at each role's start and end
+
+
+def role_records(raw, blk, r):
+    """Role r of block blk: all its (id, value) records, in order."""
+    w = raw[blk, r]
+    w = w[w != 0]
+    return [(int(x >> np.uint64(48)), int(x & np.uint64(0xFFFFFFFFFFFF))) for x in w]
+
+
 def records(raw, blk):
-    """Each role's (id, clock) records of block blk, in order."""
-    roles = []
-    for r in range(3):
-        w = raw[blk, r]
-        w = w[w != 0]
-        roles.append([(int(x >> np.uint64(48)), int(x & np.uint64(0xFFFFFFFFFFFF))) for x in w])
-    return roles
+    """Each role's (id, clock) records of block blk, in order (the stamps left out)."""
+    return [[(i, t) for i, t in role_records(raw, blk, r) if i not in STAMPS] for r in range(3)]
+
+
+def clock_line(raw):
+    """The SM clock over the traced call, from the roles' first and last stamps (clock64 and the global
+    timer's ns, 48 bits each): cycles / ns per block and role, or None if no role has two stamps."""
+    rates = []
+    for blk in range(raw.shape[0]):
+        for r in range(raw.shape[1]):
+            recs = role_records(raw, blk, r)
+            clk = [t for i, t in recs if i == STAMPS[0]]
+            ns = [t for i, t in recs if i == STAMPS[1]]
+            wrap = 1 << 48
+            if len(clk) >= 2 and len(ns) >= 2 and (ns[-1] - ns[0]) % wrap > 0:
+                d_ns = (ns[-1] - ns[0]) % wrap
+                rates.append((blk, r, (clk[-1] - clk[0]) % wrap, d_ns))
+    if not rates:
+        return None
+    ghz = [c / n for _, _, c, n in rates]
+    b, r, c, n = rates[0]
+    return (f"SM clock over the roles' runs (stamps, {len(rates)} roles): median {statistics.median(ghz):.2f} GHz "
+            f"({min(ghz):.2f}-{max(ghz):.2f}); block {b} role {r}: {c} cycles in {n / 1e3:.1f} us")
 
 
 def sequences(recs, seq_id, pair_id):
@@ -187,6 +215,9 @@ def narrow_report(raw):
 
 def main(path, wide=None, start_id=63):
     raw = np.fromfile(path, dtype=np.uint64).reshape(2, 3, -1)  # [block][role][record] (trace.cuh)
+    line = clock_line(raw)
+    if line:
+        print(line)
     if bool(np.isin(raw >> np.uint64(48), np.array(list(NARROW_NAMES), dtype=np.uint64)).any()):
         narrow_report(raw)
         return

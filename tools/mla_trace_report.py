@@ -3,7 +3,7 @@ block, the median over steady-state pairs of each event's clock offset from warp
 start (event 1), for both compute warpgroups and the loader's refills of the next pair.
 Records of the wide fp8 kernel (ids >= 60, sm90/fp8_wide.cuh; --cache=fp8 or fp8math) get its own
 report (wide_report): the same medians from warpgroup 0's event START (default 63, its pair start).
-Records of the narrow fp8 kernel (ids 100-110, sm90/fp8_narrow.cuh; --cache=fp8 with <= 16 query
+Records of the narrow fp8 kernel (ids 100-113, sm90/fp8_narrow.cuh; --cache=fp8 with <= 16 query
 rows) get narrow_report: per compute warpgroup, its tiles' marks as offsets from the tile's wait
 start (110), and its tile period (one tile of each two the block takes).
 Every report starts with the SM clock during the traced call, where the records carry trace.cuh's
@@ -49,13 +49,15 @@ WIDE_NAMES = {
     93: "tile 0: copies issued",
     94: "tile 1: empty wait passed", 95: "tile 1: copies issued",
 }
-# The narrow fp8 kernel's marks (fp8_narrow.cuh): 100-110 in each compute warpgroup (role 0 or 1,
+# The narrow fp8 kernel's marks (fp8_narrow.cuh): 100-113 in each compute warpgroup (role 0 or 1,
 # the same ids; the warpgroups take the block's tiles in turn), the loader's 90-95 (fp8_ring.cuh).
 NARROW_NAMES = {
     100: "start", 101: "sequence's queries ready", 110: "tile: full wait start", 102: "tile: full wait passed",
     103: "S^T done (promoted)", 104: "maxima barrier passed", 105: "P'^T written",
     106: "P'^T barrier passed", 107: "O^T first half done and promoted",
     108: "O^T second half issued, buffer handed back (tile's end)", 109: "sequence stored",
+    111: "last tile's second half promoted (S^T's first issue next)", 112: "maxima read, corrections made",
+    113: "P'^T stored, fence next",
 }
 NARROW_SEQ = (100, 101, 109)  # once a block or a sequence: not in the per-tile medians
 WIDE_SEQ = (60, 61, 62, 79, 80, 81, 82, 90, 91)  # once a block or a sequence: not in the per-pair medians

@@ -170,7 +170,7 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
   warpgroup_regs_grow<kNarrowComputeRegs>();
   const int wg = warp / 4, ww = warp % 4, c = lane % 4;
   // The timeline probe's marks (trace.cuh; nothing outside tools/mla_trace.cu's build): ids
-  // 100-110, the same in both warpgroups (role = wg); the loader's 90-95 (fp8_ring.cuh).
+  // 100-113, the same in both warpgroups (role = wg); the loader's 90-95 (fp8_ring.cuh).
   MlaTrace tr(p, wg);
   tr(100);
   const int bar_own = 1 + wg;
@@ -317,6 +317,7 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
         promote_o(4, corr_pending);
         pending = false;
       }
+      tr(111);
       const uint32_t raw = sbase + S::kRaw + stage * S::kRawBytes;
       const uint64_t raw_desc = wgmma_desc_sw128(raw, 16, 1024);
       // S^T = K Q'^T, 18 k-steps in groups of kNarrowSPromote, each group from zero into one of two
@@ -390,6 +391,7 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
         corr[j] = m_new == -INFINITY ? 1.f : fast_exp2(m[j] - m_new);
         m[j] = m_new;
       }
+      tr(112);
       // Probabilities x 256, split into P'^T (rows 2 q + {hi, lo}, this thread's two token slots).
       unsigned char* pt = base + S::kPt + wg * S::kPtBytes;
 #pragma unroll
@@ -461,6 +463,7 @@ __device__ __forceinline__ void mla_fp8_narrow_body(const MlaDecodeParams& p, in
           issue_pv(st / 2, st % 2);
         }
       };
+      tr(113);
       fence_proxy_async_shared();  // P'^T, for the products' async-proxy reads
       tr(105);
       named_barrier_sync(bar_own, 128);

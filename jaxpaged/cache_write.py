@@ -41,8 +41,10 @@ ROWS_MIN_BYTES = 1 << 20
 
 class _WriteRows(_spec.OpSpec):
     """Operands: k = 1 or 2 caches (write_kv's K and V in one call), each [P, page_size, H, W]
-    (layout 0) or [P, H, page_size, W] (layout 1); their rows, each [N, H, W] of its cache's dtype;
-    slots int32 [N] (page * page_size + offset; outside [0, P * page_size): skipped). Param:
+    (layout 0) or [P, H, page_size, W] (layout 1) with rows [N, H, W] of its dtype, or [P,
+    page_size, W] (layout 0: write_mla_kv's caches, as they are - a reshape around the aliased call
+    made XLA copy the whole cache twice) with rows [N, W]; slots int32 [N] (page * page_size +
+    offset; outside [0, P * page_size): skipped). Param:
     layout. Results: the caches with each row at its slot, cache i aliased to result i (updated in
     place when the caller donates it). Of two rows naming one slot either may land (write_kv orders
     duplicates first)."""
@@ -64,10 +66,14 @@ class _WriteRows(_spec.OpSpec):
             raise ValueError(f"write_rows writes two caches of one shape and dtype; got "
                              f"{caches[0].dtype}{list(caches[0].shape)} and {caches[1].dtype}{list(caches[1].shape)}")
         for cache, row in zip(caches, rows):
-            heads = cache.shape[2 - layout] if cache.ndim == 4 else -1
-            if cache.ndim != 4 or row.shape != (slots.shape[0], heads, cache.shape[3]) or row.dtype != cache.dtype:
-                raise ValueError(f"write_rows needs a 4-d cache and rows of its dtype [N, H, W]; got "
-                                 f"{cache.dtype}{list(cache.shape)} and {row.dtype}{list(row.shape)}")
+            if cache.ndim == 4:
+                want = (slots.shape[0], cache.shape[2 - layout], cache.shape[3])
+            else:
+                want = (slots.shape[0], cache.shape[-1]) if cache.ndim == 3 and layout == 0 else None
+            if want is None or row.shape != want or row.dtype != cache.dtype:
+                raise ValueError(f"write_rows needs a 4-d cache with rows [N, H, W] or (layout 0) a 3-d one with "
+                                 f"rows [N, W], the rows in the cache's dtype; got {cache.dtype}{list(cache.shape)} "
+                                 f"and {row.dtype}{list(row.shape)}")
             if not rows_fit(cache):
                 raise ValueError(f"write_rows needs rows of a multiple of 16 bytes; {cache.dtype}{list(cache.shape)} "
                                  f"has {cache.shape[3] * np.dtype(cache.dtype).itemsize}")
@@ -97,6 +103,10 @@ class _WriteRows(_spec.OpSpec):
         caches share factors: write_kv's K and V have one shape (a pair of unequal caches, as
         write_mla_kv's, is written in two calls)."""
         k = (len(avals_in) - 1) // 2
+        if avals_in[0].ndim == 3:  # one head: nothing to split
+            rule = ", ".join(["p s w"] * k + ["n w"] * k + ["n"]) + " -> " + ", ".join(["p s w"] * k)
+            return rule, {}, ["p", "s", "w", "n"], lambda spec_of, fits: (
+                [(None,) * 3] * k + [(None, None)] * k + [(None,)], [(None,) * 3] * k)
         cache = "p h s w" if params["layout"] else "p s h w"
         heads_dim, num_heads = 2 - params["layout"], avals_in[0].shape[2 - params["layout"]]
 
@@ -185,10 +195,7 @@ def _rows_writer(slots, hnd: bool):
     rows_a, cache_b, rows_b), one call (one launch) for caches of one shape, else one each."""
     def put(*pairs):
         caches, rows = pairs[0::2], pairs[1::2]
-        four = [c if c.ndim == 4 else c.reshape(c.shape[:2] + (1,) + c.shape[2:]) for c in caches]
-        rows = [r if r.ndim == 3 else r[:, None] for r in rows]
-        out = write_rows_p.bind(*four, *rows, slots, layout=int(hnd))
-        return tuple(o.reshape(c.shape) for o, c in zip(out, caches))
+        return tuple(write_rows_p.bind(*caches, *rows, slots, layout=int(hnd)))
     return _per_shape(put)
 
 

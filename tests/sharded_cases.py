@@ -10,6 +10,7 @@ Each case prints one line; any failure raises. For each case it also checks whic
 compiled program holds: the shardings the ops support must need none.
 """
 
+import functools
 import os
 import sys
 
@@ -228,9 +229,25 @@ def write_cases(mesh):
             return reference.write_kv(*a, kv_layout=layout)
         for impl in ("rows", "scatter"):  # (the write_rows op's sharding rule, and XLA's scatter)
             jaxpaged.cache_write.WRITE_IMPL = impl
+            jax.clear_caches()  # (the choice is read while tracing, and op's trace would be kept)
             check(f"write_kv {layout} ({impl}), heads on tp", op, ref, (k, v, new_k, new_v, slots),
                   [cache, cache, (None, "tp", None), (None, "tp", None), None], tuple(cache), mesh)
-        jaxpaged.cache_write.WRITE_IMPL = "auto"
+    # write_mla_kv's split caches (3-d: one head, so nothing of them splits): replicated caches
+    # and tokens, each device writes them all, no collective.
+    ckv = jnp.asarray(rng.standard_normal((32, 16, 512)), jnp.float32)
+    kpe = jnp.asarray(rng.standard_normal((32, 16, 64)), jnp.float32)
+    n = 12
+    slots = jnp.asarray(np.concatenate([rng.permutation(32 * 16)[: n - 2], [-1, 10**6]]), jnp.int32)
+    new_c = jnp.asarray(rng.standard_normal((n, 512)), jnp.float32)
+    new_r = jnp.asarray(rng.standard_normal((n, 64)), jnp.float32)
+    for impl in ("rows", "scatter"):
+        jaxpaged.cache_write.WRITE_IMPL = impl
+        jax.clear_caches()
+        check(f"write_mla_kv split ({impl}), replicated", functools.partial(jaxpaged.write_mla_kv, unique_slots=True),
+              reference.write_mla_kv, (ckv, kpe, new_c, new_r, slots), [(None,) * 3, (None,) * 3, None, None, None],
+              None, mesh)
+    jaxpaged.cache_write.WRITE_IMPL = "auto"
+    jax.clear_caches()
 
 
 def uneven_split_case():

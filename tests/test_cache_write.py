@@ -17,8 +17,12 @@ P, PAGE, HKV, D = 6, 16, 2, 64
 
 @pytest.fixture(autouse=True, params=["scatter", "rows"])
 def write_impl(request, monkeypatch):
-    """Every test runs with both writes: the XLA scatter and the jaxpaged_write_rows kernel."""
+    """Every test runs with both writes: the XLA scatter and the jaxpaged_write_rows kernel. The
+    choice is read while tracing, and JAX keeps traces of a function (jax.jit(jaxpaged.write_kv)
+    in two tests is one trace), so the caches are cleared: else a test's second run could reuse
+    the first one's write."""
     monkeypatch.setattr(jaxpaged.cache_write, "WRITE_IMPL", request.param)
+    jax.clear_caches()
     return request.param
 CACHE_DTYPES = ["bfloat16", "float32", "float8_e4m3fn", "float8_e5m2"]
 
@@ -127,6 +131,20 @@ def test_donated_caches_are_updated_in_place(rng):
     assert "input_output_alias" in hlo and "copy(" not in hlo.split("ENTRY")[-1]
 
 
+@pytest.mark.parametrize("fmt", ["combined", "split", "656"])
+def test_donated_mla_caches_are_updated_in_place(fmt):
+    """write_mla_kv's 3-d caches, donated: no copy of a cache in the compiled write, with either
+    implementation (the write_rows kernel once reshaped them to 4-d around its aliased call, and
+    XLA then copied each cache twice: the cost grew with the cache)."""
+    ckv = jnp.zeros((P, PAGE, 656), jnp.uint8) if fmt == "656" else jnp.zeros(
+        (P, PAGE, 576 if fmt == "combined" else 512), jnp.bfloat16)
+    kpe = jnp.zeros((P, PAGE, 64), jnp.bfloat16) if fmt == "split" else None
+    slots = np.array([0, 1], np.int32)
+    f = jax.jit(jaxpaged.write_mla_kv, donate_argnums=(0, 1) if kpe is not None else 0)
+    hlo = f.lower(ckv, kpe, jnp.ones((2, 512)), jnp.ones((2, 64)), slots).compile().as_text()
+    assert "input_output_alias" in hlo and "copy(" not in hlo.split("ENTRY")[-1]
+
+
 @pytest.mark.parametrize("kv_layout", ["NHD", "HND"])
 @pytest.mark.parametrize("shared_cache", [False, True])
 def test_vmap_writes_each_instance(rng, shared_cache, kv_layout):
@@ -146,6 +164,36 @@ def test_vmap_writes_each_instance(rng, shared_cache, kv_layout):
         want_k, want_v = reference.write_kv(ki, vi, new[i], new[i] * 2, jnp.asarray(slots[i]), kv_layout=kv_layout)
         np.testing.assert_array_equal(_bits(got_k[i]), _bits(want_k))
         np.testing.assert_array_equal(_bits(got_v[i]), _bits(want_v))
+
+
+@pytest.mark.parametrize("fmt", ["combined", "split", "656"])
+@pytest.mark.parametrize("shared_cache", [False, True])
+def test_vmap_writes_each_instance_mla(rng, shared_cache, fmt):
+    """vmap of write_mla_kv (3-d caches: the write_rows op's one-head form) as the instances
+    written one by one."""
+    n = 3
+    lead = () if shared_cache else (n,)
+    if fmt == "656":
+        ckv = jnp.asarray(rng.integers(0, 256, lead + (P, PAGE, 656)), jnp.uint8)
+    else:
+        ckv = _cache(rng, lead + (P, PAGE, 576 if fmt == "combined" else 512), "bfloat16")
+    kpe = _cache(rng, lead + (P, PAGE, 64), "bfloat16") if fmt == "split" else None
+    latent = jnp.asarray(rng.standard_normal((n, 5, 512)), jnp.float32)
+    rope = jnp.asarray(rng.standard_normal((n, 5, 64)), jnp.float32)
+    slots = np.stack([_slots(rng, 2) for _ in range(n)])
+    axes = None if shared_cache else 0
+    write = jax.vmap(lambda c, k, a, b, s: jaxpaged.write_mla_kv(c, k, a, b, s),
+                     in_axes=(axes, axes if kpe is not None else None, 0, 0, 0))
+    got = jax.jit(write)(ckv, kpe, latent, rope, slots)
+    for i in range(n):
+        ci = ckv if shared_cache else ckv[i]
+        ki = None if kpe is None else (kpe if shared_cache else kpe[i])
+        want = reference.write_mla_kv(ci, ki, latent[i], rope[i], jnp.asarray(slots[i]))
+        np.testing.assert_array_equal(_bits(got[0][i]), _bits(want[0]))
+        if kpe is not None:
+            np.testing.assert_array_equal(_bits(got[1][i]), _bits(want[1]))
+        else:
+            assert got[1] is None
 
 
 @pytest.mark.parametrize("tokens", [2, 8])

@@ -9,7 +9,8 @@ namespace jaxpaged {
 
 // Operands: k caches, then k rows, then the slots (k = 1 or 2, the number of results). Each
 // cache is [pages, page_size, heads, width] (layout 0) or [pages, heads, page_size, width] (layout
-// 1); its rows [N, heads, width] of its dtype; result i is cache i updated (aliased to it).
+// 1), its rows [N, heads, width] of its dtype; or, layout 0 only, [pages, page_size, width] (MLA's
+// caches: one head) with rows [N, width]. Result i is cache i updated (aliased to it).
 inline auto write_rows_binding() {
   return ffi::Ffi::Bind()
       .RemainingArgs()                // caches, rows, slots
@@ -35,25 +36,27 @@ inline ffi::Error decode_write_rows(ffi::RemainingArgs args, int32_t layout, ffi
     if (cache.has_error() || rows.has_error() || out.has_error()) {
       return ffi::Error::InvalidArgument("jaxpaged: write_rows' operands and results must be buffers");
     }
-    JP_RETURN_IF_ERROR(check_rank(cache->dimensions(), 4, "cache"));
-    JP_RETURN_IF_ERROR(check_rank(rows->dimensions(), 3, "rows"));
+    // (a rank-3 cache is one head: [pages, page_size, width], rows [N, width]; layout 0 only)
+    const bool one_head = cache->dimensions().size() == 3 && layout == 0;
+    JP_RETURN_IF_ERROR(check_rank(cache->dimensions(), one_head ? 3 : 4, "cache"));
+    JP_RETURN_IF_ERROR(check_rank(rows->dimensions(), one_head ? 2 : 3, "rows"));
     const ffi::AnyBuffer& result = **out;
     if (rows->element_type() != cache->element_type() || result.element_type() != cache->element_type()) {
       return ffi::Error::InvalidArgument("jaxpaged: write_rows needs rows in the cache's dtype");
     }
     const auto cd = cache->dimensions(), rd = rows->dimensions(), od = result.dimensions();
-    if (od.size() != 4 || od[0] != cd[0] || od[1] != cd[1] || od[2] != cd[2] || od[3] != cd[3]) {
-      return ffi::Error::InvalidArgument("jaxpaged: write_rows' results must have their caches' shapes");
-    }
+    bool same = od.size() == cd.size();
+    for (size_t d = 0; same && d < cd.size(); ++d) same = od[d] == cd[d];
+    if (!same) return ffi::Error::InvalidArgument("jaxpaged: write_rows' results must have their caches' shapes");
     const int64_t elt = int64_t(ffi::ByteWidth(cache->element_type()));
     WriteRowsParams& q = p[i];
     q.num_pages = cd[0];
     q.page_size = layout == 0 ? cd[1] : cd[2];
-    q.heads = layout == 0 ? cd[2] : cd[1];
-    const int64_t width = cd[3];
+    q.heads = one_head ? 1 : (layout == 0 ? cd[2] : cd[1]);
+    const int64_t width = cd[cd.size() - 1];
     q.num_rows = rd[0];
-    JP_RETURN_IF_ERROR(check_dim(rd[1], q.heads, "rows' heads"));
-    JP_RETURN_IF_ERROR(check_dim(rd[2], width, "rows' width"));
+    if (!one_head) JP_RETURN_IF_ERROR(check_dim(rd[1], q.heads, "rows' heads"));
+    JP_RETURN_IF_ERROR(check_dim(rd[rd.size() - 1], width, "rows' width"));
     JP_RETURN_IF_ERROR(check_dim(slots->dimensions()[0], q.num_rows, "slots length"));
     q.row_bytes = width * elt;
     if (q.row_bytes % 16 != 0) return ffi::Error::InvalidArgument("jaxpaged: write_rows needs rows of 16k bytes");

@@ -39,24 +39,34 @@ def cases():
     ]
 
 
-def run_path(timing: bool):
-    import jax
+def case_args(case):
+    """mla_decode's positional arguments for one of cases(): bf16 queries (x the case's factor), the
+    combined cache quantized at kv_scale 0.02, lengths and a table with junk entries, poisoned pages."""
     import jax.numpy as jnp
 
+    from jaxpaged import _fp8, _inputs
+
+    _, heads, s_q, page, _, kv_lens, factor, fmt = case
+    rng = np.random.default_rng(0)
+    q_nope, q_pe, ckv, _, lens, table = _inputs.mla_inputs(
+        rng, kv_lens=kv_lens, s_q=s_q, num_heads=heads, page_size=page, dtype="bfloat16", combined=True,
+        spare_pages=2, spare_entries=1, junk_ids=[-1, 1 << 30], poisoned=True)
+    q_nope = (q_nope.astype(jnp.float32) * factor).astype(jnp.bfloat16)
+    q_pe = (q_pe.astype(jnp.float32) * factor).astype(jnp.bfloat16)
+    dtype = jnp.float8_e5m2 if fmt == "e5m2" else jnp.float8_e4m3fn
+    return (q_nope, q_pe, _fp8.quantize(ckv, 0.02, dtype), None, lens, table)
+
+
+def run_path(timing: bool):
+    import jax
+
     import jaxpaged
-    from jaxpaged import _fp8, _inputs, reference
+    from jaxpaged import reference
 
     rows = []
-    for name, heads, s_q, page, causal, kv_lens, factor, fmt in cases():
-        rng = np.random.default_rng(0)
-        q_nope, q_pe, ckv, _, lens, table = _inputs.mla_inputs(
-            rng, kv_lens=kv_lens, s_q=s_q, num_heads=heads, page_size=page, dtype="bfloat16", combined=True,
-            spare_pages=2, spare_entries=1, junk_ids=[-1, 1 << 30], poisoned=True)
-        q_nope = (q_nope.astype(jnp.float32) * factor).astype(jnp.bfloat16)
-        q_pe = (q_pe.astype(jnp.float32) * factor).astype(jnp.bfloat16)
-        dtype = jnp.float8_e5m2 if fmt == "e5m2" else jnp.float8_e4m3fn
-        ckv8 = _fp8.quantize(ckv, 0.02, dtype)
-        args = (q_nope, q_pe, ckv8, None, lens, table)
+    for case in cases():
+        name, causal = case[0], case[4]
+        args = case_args(case)
         f = jax.jit(functools.partial(jaxpaged.mla_decode, scale=0.07, causal=causal, kv_scale=0.02))
         out, lse = f(*args)
         ref, ref_lse = reference.mla_decode(*args, scale=0.07, causal=causal, kv_scale=0.02)

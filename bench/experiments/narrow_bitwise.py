@@ -24,7 +24,6 @@ def outputs():
     import jax.numpy as jnp
 
     import jaxpaged
-    from jaxpaged import _fp8, _inputs
 
     here = os.path.dirname(os.path.abspath(__file__))
     spec = importlib.util.spec_from_file_location("check", os.path.join(here, "..", "..", "tools", "mla_fp8_narrow_check.py"))
@@ -32,17 +31,10 @@ def outputs():
     spec.loader.exec_module(check)
     cases = check.cases() + [("h16 b2 32K", 16, 1, 64, False, [32768, 12345], 1.0, "e4m3")]
     res = {}
-    for name, heads, s_q, page, causal, kv_lens, factor, fmt in cases:
-        rng = np.random.default_rng(0)
-        q_nope, q_pe, ckv, _, lens, table = _inputs.mla_inputs(
-            rng, kv_lens=kv_lens, s_q=s_q, num_heads=heads, page_size=page, dtype="bfloat16", combined=True,
-            spare_pages=2, spare_entries=1, junk_ids=[-1, 1 << 30], poisoned=True)
-        q_nope = (q_nope.astype(jnp.float32) * factor).astype(jnp.bfloat16)
-        q_pe = (q_pe.astype(jnp.float32) * factor).astype(jnp.bfloat16)
-        dtype = jnp.float8_e5m2 if fmt == "e5m2" else jnp.float8_e4m3fn
-        ckv8 = _fp8.quantize(ckv, 0.02, dtype)
+    for case in cases:
+        name, causal = case[0], case[4]
         f = jax.jit(functools.partial(jaxpaged.mla_decode, scale=0.07, causal=causal, kv_scale=0.02))
-        out, lse = f(q_nope, q_pe, ckv8, None, lens, table)
+        out, lse = f(*check.case_args(case))
         res[name + " out"] = np.asarray(out.astype(jnp.float32))
         res[name + " lse"] = np.asarray(lse)
     return res

@@ -26,9 +26,50 @@ def is_fp8(dtype) -> bool:
 
 
 def quantize(x, scale, dtype):
-    """x (any float) stored in fp8 `dtype` with a per-tensor scale."""
-    top = float(jnp.finfo(dtype).max)
-    return jnp.clip(jnp.asarray(x, jnp.float32) / scale, -top, top).astype(dtype)
+    """x (any float) stored in fp8 `dtype` with a scale (a scalar, or an array broadcasting to x):
+    the float32 quotient x / scale rounded to the nearest fp8 value (ties to even), saturated to
+    the finite maximum; NaN stays NaN.
+
+    XLA compiles a division by a broadcast value as a multiplication by its reciprocal, at times
+    one float32 step from the quotient, and a quotient on a tie between two fp8 values then rounds
+    the wrong way. So the fp8 value that quotient gives is checked against its neighbours: for the
+    midpoint m between it and each, whether the float32 quotient is above, on or below m, from the
+    exact sign of x - (m +- half a float32 step of m) x scale (scale split into two 12-bit halves,
+    whose products with m's <= 5 significant bits are exact). Elementwise, no memory traffic; exact
+    for values and scales in float32's normal range."""
+    fp8 = jnp.dtype(dtype)
+    top = float(jnp.finfo(fp8).max)
+    x = jnp.asarray(x, jnp.float32)
+    scale = jnp.asarray(scale, jnp.float32)
+    q0 = x / scale
+    first = jnp.clip(q0, -top, top).astype(fp8)
+    # In magnitudes: the format is sign-magnitude and the rounding symmetric.
+    ax, s = jnp.abs(x), jnp.abs(scale)
+    bits = jax.lax.bitcast_convert_type(jnp.abs(first), jnp.uint8).astype(jnp.int32)
+    top_bits = int(np.asarray(top, fp8).view(np.uint8))
+
+    def value(b):
+        return jax.lax.bitcast_convert_type(jnp.clip(b, 0, top_bits).astype(jnp.uint8), fp8).astype(jnp.float32)
+    s_hi = jax.lax.bitcast_convert_type(jax.lax.bitcast_convert_type(s, jnp.uint32) & np.uint32(0xFFFFF000),
+                                        jnp.float32)
+    s_lo = s - s_hi
+
+    def side(m):
+        """+1, 0 or -1: the float32 quotient |x| / |scale| above, on or below the midpoint m."""
+        d = (ax - m * s_hi) - m * s_lo  # |x| - m |scale|: exact where it is small
+        half_up = (jnp.nextafter(m, jnp.float32(np.inf)) - m) / 2
+        half_down = (m - jnp.nextafter(m, jnp.float32(0))) / 2  # (m is never 0)
+        return jnp.where(d - half_up * s > 0, 1, jnp.where(d + half_down * s < 0, -1, 0))
+    here = value(bits)
+    up = side((here + value(bits + 1)) / 2)
+    down = side((value(bits - 1) + here) / 2)
+    fixed = jnp.where((bits < top_bits) & ((up > 0) | ((up == 0) & (bits % 2 == 1))), bits + 1,
+                      jnp.where((bits > 0) & ((down < 0) | ((down == 0) & (bits % 2 == 1))), bits - 1, bits))
+    mag = value(fixed)
+    out = jnp.where(jnp.signbit(q0), -mag, mag).astype(fp8)  # (the quotient's sign is never wrong)
+    # NaN, an infinite or zero scale, an infinite x: as the plain quotient says (NaN, or saturated).
+    plain = jnp.isnan(q0) | ~jnp.isfinite(s) | (s == 0) | ~jnp.isfinite(x)
+    return jnp.where(plain, first, out)
 
 
 def dequantize(x, scale):
@@ -45,7 +86,11 @@ def pack_ds_rows(latent, rope):
     each group of 128 latent values gets scale max|x| / 448 (1.0 for an all-zero group)."""
     groups = jnp.asarray(latent, jnp.float32).reshape(latent.shape[:-1] + (4, DS_GROUP))
     amax = jnp.max(jnp.abs(groups), axis=-1, keepdims=True)
-    scales = jnp.where(amax > 0, amax / E4M3_MAX, 1.0)
+    # (448 as an array of amax's shape that XLA cannot see into: a divisor it sees as a broadcast
+    # value becomes a multiplication by its reciprocal, one float32 step off the quotient at times.
+    # Made from amax, so that under vmap it is batched too, not broadcast over the batch.)
+    divisor = jax.lax.optimization_barrier(jnp.where(jnp.isnan(amax), E4M3_MAX, E4M3_MAX))
+    scales = jnp.where(amax > 0, amax / divisor, 1.0)
     values = quantize(groups, scales, jnp.float8_e4m3fn).reshape(latent.shape)
     return jnp.concatenate([_bytes(values, _DS_LATENT), _bytes(scales[..., 0], _DS_SCALES),
                             _bytes(jnp.asarray(rope, jnp.bfloat16), _DS_ROPE)], axis=-1)

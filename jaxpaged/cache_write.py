@@ -317,7 +317,7 @@ def write_mla_kv(ckv_cache, kpe_cache, ckv_new, kpe_new, slot_mapping, *, kv_sca
     """
     ckv_cache = jnp.asarray(ckv_cache)
     if ckv_cache.ndim != 3:
-        raise ValueError(f"ckv_cache must have shape [P, page_size, 512, 576 or 656]; got {ckv_cache.shape}")
+        raise ValueError(f"ckv_cache must have shape [P, page_size, W] (W = 512, 576 or 656); got {ckv_cache.shape}")
     num_pages, page_size, width = ckv_cache.shape
     num_new = jnp.shape(ckv_new)[0] if jnp.ndim(ckv_new) else 0
     ckv_new = _check_new("ckv_new", ckv_new, (num_new, LATENT_DIM), "[N, 512]")

@@ -325,7 +325,8 @@ def prepare(q_nope, ckv_cache, kpe_cache, scale, kv_scale, sinks, op: str, ds_de
         # Combined layout: the same buffer goes in twice; the kernel addresses its rope part in place.
         kpe_cache = ckv_cache
     elif combined:
-        raise ValueError("kpe_cache must be None when ckv_cache is the combined 576-wide layout")
+        raise ValueError(f"kpe_cache must be None when ckv_cache holds the rope too (combined [.., 576] or "
+                         f"656-byte rows); got ckv_cache of shape {jnp.shape(ckv_cache)}")
     if sinks is not None:
         sinks = _sinks.check_sinks(sinks, jnp.shape(q_nope)[2] if jnp.ndim(q_nope) == 4 else -1)
     if traced:  # the attributes are then unused

@@ -87,7 +87,7 @@ def mla_args(B=2, s_q=1, H=16, P=4, ps=16, M=3, width=576, dtype=BF16):
     (dict(ckv_cache=jnp.zeros((4, 16, 512), BF16)), r"^ckv_cache must be \[num_pages, page_size, 576\] \(or uint8 \[.., 656\]\) when kpe_cache is None"),
     (dict(ckv_cache=jnp.zeros((4, 16, 512), BF16), kpe_cache=jnp.zeros((4, 16, 32), BF16)),
      r"^kpe_cache must have shape \[num_pages, page_size, 64\]"),
-    (dict(kpe_cache=jnp.zeros((4, 16, 64), BF16)), r"^kpe_cache must be None when ckv_cache is the combined"),
+    (dict(kpe_cache=jnp.zeros((4, 16, 64), BF16)), r"^kpe_cache must be None when ckv_cache holds the rope too"),
     (dict(ckv_cache=jnp.zeros((4, 16, 500), BF16), kpe_cache=jnp.zeros((4, 16, 64), BF16)),
      r"^ckv_cache's last dim must be 512"),
     (dict(ckv_cache=jnp.zeros((4, 24, 576), BF16)), r"page_size must be a power of two"),

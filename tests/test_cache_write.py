@@ -80,6 +80,16 @@ def test_fp8_quantization_saturates_rounds_and_keeps_nan():
     np.testing.assert_array_equal(np.asarray(halved[0, 1, 0, :2], np.float32), [0.15625, 8.0])
 
 
+def test_fp8_e5m2_writes_saturate():
+    """e5m2 has infinities, but a write saturates to its finite maximum (57344) like e4m3's."""
+    k = jnp.zeros((1, PAGE, 1, D), jnp.float8_e5m2)
+    x = np.zeros((1, 1, D), np.float32)
+    x[0, 0, :5] = [1e6, -1e6, np.inf, -np.inf, 61440.0]  # (61440: halfway to the next power, rounds up)
+    out, _ = jaxpaged.write_kv(k, k, x, x, np.zeros(1, np.int32), k_scale=1.0)
+    np.testing.assert_array_equal(np.asarray(out[0, 0, 0, :5], np.float32), [57344.0, -57344.0, 57344.0, -57344.0,
+                                                                              57344.0])
+
+
 @pytest.mark.parametrize("dtype", ["float8_e4m3fn", "float8_e5m2"])
 @pytest.mark.parametrize("scale", [0.1, 3.7, 1 / 3, 448.0])
 def test_fp8_quantization_rounds_the_float32_quotient(rng, dtype, scale):

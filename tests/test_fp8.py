@@ -169,6 +169,42 @@ def test_paged_fp8_vmap_over_caches(rng):
                                                        v_scale=0.05), Q_DTYPE)
 
 
+@pytest.mark.parametrize("q_dtype", ["float16", "float32"])
+def test_paged_fp8_with_16_and_32_bit_queries_and_default_scales(rng, q_dtype):
+    """fp8 caches with float16 and float32 queries (out in q's dtype), and k_scale / v_scale left
+    out: 1.0, the same bits as passing 1.0; the scales traced: the same bits as static ones."""
+    case = paged_case(rng, q_lens=[1] * 3, kv_lens=[45, 70, 20], num_q_heads=8, num_kv_heads=2, head_dim=64,
+                      page_size=16, dtype=q_dtype, decode=True)
+    k8, v8 = _quantized(case, "float8_e5m2", 1.0, 1.0)
+    q, _, _, lens, table, _ = case.args()
+    out = jax.jit(jaxpaged.paged_attention)(q, k8, v8, lens, table)
+    assert out.dtype == jnp.dtype(q_dtype)
+    assert_close(out, reference.paged_attention(q, k8, v8, lens, table, k_scale=1.0, v_scale=1.0), q_dtype)
+    ones = jax.jit(functools.partial(jaxpaged.paged_attention, k_scale=1.0, v_scale=1.0))(q, k8, v8, lens, table)
+    np.testing.assert_array_equal(np.asarray(out), np.asarray(ones))
+    static = jaxpaged.paged_attention(q, k8, v8, lens, table, k_scale=0.5, v_scale=2.0)
+    traced = jax.jit(lambda ks, vs: jaxpaged.paged_attention(q, k8, v8, lens, table, k_scale=ks, v_scale=vs))(
+        np.float32(0.5), np.float32(2.0))
+    np.testing.assert_array_equal(np.asarray(static), np.asarray(traced))
+
+
+@pytest.mark.parametrize("q_dtype", ["float16", "float32"])
+def test_mla_fp8_traced_kv_scale_and_16_and_32_bit_queries(rng, q_dtype):
+    """mla_decode over an fp8 combined cache with float16 / float32 queries against the reference,
+    and kv_scale traced (a jit argument) giving the bits of the static scale."""
+    case = mla_case(rng, kv_lens=[0, 50, 130], s_q=1, num_heads=16, page_size=64, dtype=q_dtype, combined=True)
+    ckv = _fp8.quantize(case.ckv_cache, 0.01, jnp.float8_e4m3fn)
+    args = (case.q_nope, case.q_pe, ckv, None, case.kv_lens, case.block_tables)
+    out, lse = jaxpaged.mla_decode(*args, scale=0.07, kv_scale=0.01)
+    assert out.dtype == jnp.dtype(q_dtype)
+    ref_out, ref_lse = reference.mla_decode(*args, scale=0.07, kv_scale=0.01)
+    assert_close(out, ref_out, q_dtype)
+    assert_close(lse, ref_lse, q_dtype, "lse")
+    t_out, t_lse = jax.jit(lambda s: jaxpaged.mla_decode(*args, scale=0.07, kv_scale=s))(np.float32(0.01))
+    np.testing.assert_array_equal(np.asarray(out), np.asarray(t_out))
+    np.testing.assert_array_equal(np.asarray(lse), np.asarray(t_lse))
+
+
 def _mla_caches(case, fmt):
     """The case's bf16 combined cache in another format: (ckv_cache, kpe_cache, kwargs)."""
     latent, rope = case.ckv_cache[..., :512], case.ckv_cache[..., 512:]

@@ -76,7 +76,7 @@ class _WriteRows(_spec.OpSpec):
                                  f"and {row.dtype}{list(row.shape)}")
             if not rows_fit(cache):
                 raise ValueError(f"write_rows needs rows of a multiple of 16 bytes; {cache.dtype}{list(cache.shape)} "
-                                 f"has {cache.shape[3] * np.dtype(cache.dtype).itemsize}")
+                                 f"has {cache.shape[-1] * np.dtype(cache.dtype).itemsize}")
         return tuple(jax.core.ShapedArray(c.shape, c.dtype) for c in caches)
 
     def operand_output_aliases(self, avals_in, params):

@@ -88,16 +88,35 @@ def _bytes(x, n):
     return jax.lax.bitcast_convert_type(x, jnp.uint8).reshape(x.shape[:-1] + (n,))
 
 
+def _quotient_by_448(a):
+    """float32 a / 448 rounded to nearest, for finite a >= 0 whose quotient is normal.
+
+    XLA may compute the division as a multiplication by 1 / 448 (CPU) or with an approximate
+    divide (GPU), each at times a float32 step off. So the quotient q it gives is corrected twice
+    by the exact remainder r = a - q x 448: q's top 12 bits and the rest each times 448 (3
+    significant bits) are exact products, a minus the first is exact (the two are within a factor
+    of two), and r, a few of q's steps times 448, is representable. q moves a step up or down when
+    r passes half a step times 448 (never a tie: 448's odd factor 7 puts no midpoint times 448 on
+    a float32)."""
+    # (On a in [0.5, 1): the steps of q stay normal, where the CPU's flush to zero would have made the
+    # threshold of a small q's subnormal step 0; 2^e back on after is exact for a normal quotient.)
+    a, e = jnp.frexp(jnp.asarray(a, jnp.float32))
+    q = a / E4M3_MAX
+    for _ in range(2):
+        q_hi = jax.lax.bitcast_convert_type(jax.lax.bitcast_convert_type(q, jnp.uint32) & np.uint32(0xFFFFF000),
+                                            jnp.float32)
+        r = (a - q_hi * E4M3_MAX) - (q - q_hi) * E4M3_MAX
+        up, down = jnp.nextafter(q, jnp.float32(np.inf)), jnp.nextafter(q, jnp.float32(0))
+        q = jnp.where(r > (up - q) * (E4M3_MAX / 2), up, jnp.where(r < -(q - down) * (E4M3_MAX / 2), down, q))
+    return jnp.ldexp(q, e)
+
+
 def pack_ds_rows(latent, rope):
     """latent [..., 512] and rope [..., 64] (any float) as DeepSeek-V3.2 rows, uint8 [..., 656]:
     each group of 128 latent values gets scale max|x| / 448 (1.0 for an all-zero group)."""
     groups = jnp.asarray(latent, jnp.float32).reshape(latent.shape[:-1] + (4, DS_GROUP))
     amax = jnp.max(jnp.abs(groups), axis=-1, keepdims=True)
-    # (448 as an array of amax's shape that XLA cannot see into: a divisor it sees as a broadcast
-    # value becomes a multiplication by its reciprocal, one float32 step off the quotient at times.
-    # Made from amax, so that under vmap it is batched too, not broadcast over the batch.)
-    divisor = jax.lax.optimization_barrier(jnp.where(jnp.isnan(amax), E4M3_MAX, E4M3_MAX))
-    scales = jnp.where(amax > 0, amax / divisor, 1.0)
+    scales = jnp.where(amax > 0, _quotient_by_448(amax), 1.0)
     values = quantize(groups, scales, jnp.float8_e4m3fn).reshape(latent.shape)
     return jnp.concatenate([_bytes(values, _DS_LATENT), _bytes(scales[..., 0], _DS_SCALES),
                             _bytes(jnp.asarray(rope, jnp.bfloat16), _DS_ROPE)], axis=-1)

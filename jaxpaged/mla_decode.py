@@ -92,7 +92,7 @@ class _MlaDecode(_spec.OpSpec):
         return _extension.mla_decode_workspace_bytes(
             batch=batch, s_q=s_q, num_heads=num_heads, max_pages=block_tables.shape[1],
             page_size=ckv_cache.shape[1], device=device, ds_read=int(params["ds_read"]),
-            **cache_dtypes(q_nope, ckv_cache, kpe_cache))
+            fp8_math=int(params["fp8_math"]), **cache_dtypes(q_nope, ckv_cache, kpe_cache))
 
     def batch(self, args, dims, **params):
         """vmap folds the mapped axis into the batch axis (pages offset when the caches are mapped);
@@ -272,9 +272,9 @@ def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, sca
         raise ValueError("causal must be a Python bool, not a traced value: mark it static, e.g. "
                          "jax.jit(f, static_argnames=('causal',))")
     fp8_math = _checks.static_bool("fp8_math", fp8_math)
-    if fp8_math and not _fp8.is_fp8(jnp.result_type(ckv_cache)):
-        raise ValueError(f"fp8_math applies to fp8 caches (float8_e4m3fn / float8_e5m2); ckv_cache is "
-                         f"{jnp.result_type(ckv_cache)}")
+    if fp8_math and not (_fp8.is_fp8(jnp.result_type(ckv_cache)) or jnp.result_type(ckv_cache) == jnp.uint8):
+        raise ValueError(f"fp8_math applies to fp8 caches (float8_e4m3fn / float8_e5m2, or 656-byte rows); "
+                         f"ckv_cache is {jnp.result_type(ckv_cache)}")
     kv_lens = _checks.index_array("kv_lens", kv_lens)
     block_tables = _checks.index_array("block_tables", block_tables, out_of_range=-1)
     kpe_cache, options, attrs, sinks = prepare(q_nope, ckv_cache, kpe_cache, scale, kv_scale, sinks, "mla_decode",

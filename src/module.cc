@@ -87,9 +87,10 @@ int64_t mla_workspace_of(const jaxpaged::MlaDecodeParams& p, int device) {
 
 int64_t mla_decode_workspace(int64_t batch, int64_t s_q, int64_t num_heads, int64_t max_pages, int64_t page_size,
                              int device, const std::string& q_dtype, const std::string& ckv_dtype,
-                             const std::string& kpe_dtype, int ds_read) {
+                             const std::string& kpe_dtype, int ds_read, int fp8_math) {
   jaxpaged::MlaDecodeParams p = mla_shapes(batch, s_q, num_heads, page_size, q_dtype, ckv_dtype, kpe_dtype, ds_read);
   p.max_pages = max_pages;
+  p.fp8_math = fp8_math != 0;  // (656-byte rows: fp8_math may take the Hopper path, mla_hopper_format)
   return mla_workspace_of(p, device);
 }
 
@@ -148,7 +149,7 @@ NB_MODULE(_jaxpaged, m) {
   m.def("mla_decode_workspace_bytes", &mla_decode_workspace, nb::arg("batch"), nb::arg("s_q"),
         nb::arg("num_heads"), nb::arg("max_pages"), nb::arg("page_size"), nb::arg("device"),
         nb::arg("q_dtype") = "bfloat16", nb::arg("ckv_dtype") = "", nb::arg("kpe_dtype") = "",
-        nb::arg("ds_read") = 0);
+        nb::arg("ds_read") = 0, nb::arg("fp8_math") = 0);
   // Words of a plan (jaxpaged.mla_decode_plan) for a batch of `batch` sequences, any device.
   m.def("mla_decode_plan_ints", &jaxpaged::mla_plan_ints, nb::arg("batch"));
   m.def("mla_decode_sparse_workspace_bytes", &mla_decode_sparse_workspace, nb::arg("batch"), nb::arg("s_q"),

@@ -536,9 +536,10 @@ def test_direct_ffi_call_rejects_a_split_fp8_rope():
 WIDE_FP8_MATH = HOPPER and os.environ.get("JAXPAGED_MLA_FP8_WIDE") != "0"
 
 
-def _queries_as_fp8_math(q_nope, q_pe):
+def _queries_as_fp8_math(q_nope, q_pe, rope_fp8=True):
     """The queries as the fp8 mode reads them: each row x 2^k (k puts its largest |value| in (224,
-    448]; a zero or non-finite row keeps k = 0) rounded to e4m3 (nearest even), times 2^-k."""
+    448]; a zero or non-finite row keeps k = 0) rounded to e4m3 (nearest even), times 2^-k. With
+    rope_fp8=False (656-byte rows, whose rope is bf16) the rope stays as it is."""
     q = np.concatenate([np.asarray(q_nope, np.float32), np.asarray(q_pe, np.float32)], axis=-1)
     mx = np.abs(np.where(np.isnan(q), 0, q)).max(axis=-1, keepdims=True)
     ok = (mx > 0) & np.isfinite(mx)
@@ -547,7 +548,7 @@ def _queries_as_fp8_math(q_nope, q_pe):
     k = np.where(ok & (np.ldexp(np.where(ok, mx, 1.0), k) > 448), k - 1, k)
     k = np.where(ok, k, 0)
     r = np.ldexp(np.ldexp(q, k).astype(jnp.float8_e4m3fn).astype(np.float32), -k)
-    return r[..., :512], r[..., 512:]
+    return r[..., :512], (r[..., 512:] if rope_fp8 else np.asarray(q_pe, np.float32))
 
 
 def _fp8_math_bound(q_nope, q_pe, ckv, kv_scale, kv_lens, table, scale, causal):
@@ -562,8 +563,20 @@ def _fp8_math_bound(q_nope, q_pe, ckv, kv_scale, kv_lens, table, scale, causal):
     by a factor within exp(+-2 eps) and lse by eps; a tile's P.V sums (64 addends) by 2^-7 of what
     they add. So |out - ref| <= (2^-4 + 2^-7 + exp(2 eps) - 1) (1 + 2^-4) sum p* |v| / sum p* +
     2^-10 sum |v| / sum p*, plus the output's bf16 rounding (2^-8, the caller's), and |lse -
-    ref_lse| <= eps. Returns (that bound per output element, eps per row)."""
-    latent = np.asarray(ckv.astype(jnp.float32), np.float64) * kv_scale
+    ref_lse| <= eps. Returns (that bound per output element, eps per row).
+    656-byte rows (ckv uint8; kv_scale unused): P_g = e4m3(p x s[t][g] x 2^-E_g) per latent group g
+    of 128 columns, E_g growing to the exponent above the largest scale seen (2^E_g <= 2 max_t
+    s[t][g] over the sequence), so the subnormal term is 2^-10 2^E_g sum |e4m3 value| / sum p*
+    per column of group g, the rest as above with the values read exactly."""
+    ds = ckv.dtype == jnp.uint8
+    if ds:
+        lat, rope = _fp8.unpack_ds_rows(ckv)
+        latent = np.concatenate([np.asarray(lat, np.float64), np.asarray(rope, np.float64)], axis=-1)
+        raw = np.abs(np.asarray(jax.lax.bitcast_convert_type(ckv[..., :512], jnp.float8_e4m3fn), np.float64))
+        group_scales = np.abs(np.asarray(jax.lax.bitcast_convert_type(
+            ckv[..., 512:528].reshape(ckv.shape[:-1] + (4, 4)), jnp.float32), np.float64))
+    else:
+        latent = np.asarray(ckv.astype(jnp.float32), np.float64) * kv_scale
     qn, qp = (np.asarray(x, np.float64) for x in (q_nope, q_pe))
     page = latent.shape[1]
     lens, table = np.asarray(kv_lens), np.asarray(table)
@@ -590,13 +603,18 @@ def _fp8_math_bound(q_nope, q_pe, ckv, kv_scale, kv_lens, table, scale, causal):
                          2.0**-10 * sums.max(-1, keepdims=True))
         absv = np.abs(keys[:, :512])
         rel = (2.0**-4 + 2.0**-7 + np.expm1(2 * eps)) * (1 + 2.0**-4) * (p @ absv) / den
-        sub = 2.0**-10 * np.where(ok, (p > 0).astype(np.float64), 0) @ absv / den
+        if ds:
+            rows = (table[b, np.arange(n) // page], np.arange(n) % page)
+            unit = 2 * np.repeat(group_scales[rows].max(axis=0), 128)  # [512]: 2 max_t s[t][g] per column
+            sub = 2.0**-10 * np.where(ok, (p > 0).astype(np.float64), 0) @ raw[rows] * unit / den
+        else:
+            sub = 2.0**-10 * np.where(ok, (p > 0).astype(np.float64), 0) @ absv / den
         bound[b] = rel + sub
         eps_rows[b] = eps[..., 0]
     return bound, eps_rows
 
 
-@pytest.mark.parametrize("fmt", ["fp8 combined", "fp8 combined e5m2"])
+@pytest.mark.parametrize("fmt", ["fp8 combined", "fp8 combined e5m2", "656", "656 f16"])
 @pytest.mark.parametrize("heads, s_q, page_size, causal, kv_lens, scale", [
     (128, 1, 64, False, [0, 1000, 4100, 63, 129], 0.07),  # the wide kernel: cut sequences, an empty one
     (64, 2, 64, True, [1, 700, 65], 0.07),
@@ -615,7 +633,10 @@ def test_mla_fp8_math(rng, fmt, heads, s_q, page_size, causal, kv_lens, scale):
                                                       fp8_math=fp8_math, **kw))(*args)
     out, lse = call(True)
     exact_out, exact_lse = call(False)
-    mode = WIDE_FP8_MATH and heads * s_q > 16 and page_size >= 64
+    if fmt.startswith("656"):  # (656-byte rows: the wide kernel's mode, any number of query rows)
+        mode = HOPPER and page_size >= 64
+    else:
+        mode = WIDE_FP8_MATH and heads * s_q > 16 and page_size >= 64
     if not mode:  # a permission only: the same results where no kernel has the mode
         np.testing.assert_array_equal(np.asarray(out, np.float32), np.asarray(exact_out, np.float32))
         np.testing.assert_array_equal(np.asarray(lse), np.asarray(exact_lse))
@@ -629,13 +650,15 @@ def _check_fp8_math(out, lse, exact_out, q_nope, q_pe, ckv, kpe, kw, kv_lens, ta
     rounded queries it stays within _fp8_math_bound; rows without keys 0 / -inf, NaN nowhere.
     (Other zeros may differ: a sum of e4m3-grid products can cancel exactly.)"""
     assert not np.array_equal(np.asarray(out, np.float32), np.asarray(exact_out, np.float32))
-    qn, qp = _queries_as_fp8_math(q_nope, q_pe)
+    ds = ckv.dtype == jnp.uint8  # (656-byte rows: against the exact reading, whatever ds_dequant says)
+    qn, qp = _queries_as_fp8_math(q_nope, q_pe, rope_fp8=not ds)
+    kw = {k: v for k, v in kw.items() if k != "ds_dequant"}
     ref_out, ref_lse = reference.mla_decode(jnp.asarray(qn), jnp.asarray(qp), ckv, kpe, kv_lens, table,
                                             scale=scale, causal=causal, **kw)
     out, ref_out = np.asarray(out, np.float64), np.asarray(ref_out, np.float64)
     assert not np.isnan(out).any()
     assert np.all(out[np.isneginf(np.asarray(ref_lse))] == 0)
-    bound, eps = _fp8_math_bound(qn, qp, ckv, kw["kv_scale"], kv_lens, table, scale, causal)
+    bound, eps = _fp8_math_bound(qn, qp, ckv, kw.get("kv_scale"), kv_lens, table, scale, causal)
     excess = np.abs(out - ref_out) - (bound + 2.0**-8 * np.abs(ref_out) + 1e-6)
     assert excess.max() <= 0, f"beyond the bound by {excess.max():.3g} at {np.unravel_index(excess.argmax(), excess.shape)}"
     # Not a bound, a check of scale: a faithful numpy emulation of these roundings is 1.6e-2 from
@@ -648,13 +671,14 @@ def _check_fp8_math(out, lse, exact_out, q_nope, q_pe, ckv, kpe, kw, kv_lens, ta
     assert np.all(np.abs(lse[fin] - ref_lse[fin]) <= (eps + 1e-5 * np.abs(ref_lse) + 1e-4)[fin])
 
 
-def test_mla_fp8_math_under_vmap_with_a_plan_and_sinks(rng):
+@pytest.mark.parametrize("fmt", ["fp8 combined", "656"])
+def test_mla_fp8_math_under_vmap_with_a_plan_and_sinks(rng, fmt):
     """fp8_math through vmap (queries mapped over one cache), a plan and sinks: where the mode runs,
     each instance keeps test_mla_fp8_math's bound and the sinks rescale it as they rescale any
     output; elsewhere the results are the exact path's."""
     heads, page, scale = 128, 64, 0.07
     case = mla_case(rng, kv_lens=[700, 65], s_q=1, num_heads=heads, page_size=page, dtype=Q_DTYPE, combined=True)
-    ckv, kpe, kw = _mla_caches(case, "fp8 combined")
+    ckv, kpe, kw = _mla_caches(case, fmt)
     other = mla_case(rng, kv_lens=[700, 65], s_q=1, num_heads=heads, page_size=page, dtype=Q_DTYPE, combined=True)
     qs_nope, qs_pe = jnp.stack([case.q_nope, other.q_nope]), jnp.stack([case.q_pe, other.q_pe])
     plan = jaxpaged.mla_decode_plan(case.kv_lens, case.block_tables, num_heads=heads, page_size=page)
@@ -666,7 +690,7 @@ def test_mla_fp8_math_under_vmap_with_a_plan_and_sinks(rng):
         return jax.jit(jax.vmap(f))(qs_nope, qs_pe)
 
     out_s, lse_s = mapped(True, True)
-    if not (WIDE_FP8_MATH and heads > 16):  # a permission only
+    if not (HOPPER if fmt == "656" else WIDE_FP8_MATH and heads > 16):  # a permission only
         exact_s, exact_lse_s = mapped(False, True)
         np.testing.assert_array_equal(np.asarray(out_s, np.float32), np.asarray(exact_s, np.float32))
         np.testing.assert_array_equal(np.asarray(lse_s), np.asarray(exact_lse_s))
@@ -678,6 +702,35 @@ def test_mla_fp8_math_under_vmap_with_a_plan_and_sinks(rng):
         _check_fp8_math(out[i], lse[i], exact_out[i], qs_nope[i], qs_pe[i], ckv, kpe, kw, case.kv_lens,
                         case.block_tables, scale, False)
         assert_close(out_s[i], _sinks.apply_sinks(out[i], lse[i], sinks), Q_DTYPE)
+
+
+@pytest.mark.parametrize("heads", [16, 128])
+def test_mla_656_fp8_math_with_scales_across_tokens(rng, heads):
+    """656-byte rows whose group scales span 2^-8 .. 2^8 from token to token (each token's latent
+    times a random power of two), the sequences' first page the smallest - so the mode's per-group
+    exponents grow after a sequence's first pair and its O is rescaled -, and all-zero groups
+    (scale 1.0): the fp8 mode within test_mla_fp8_math's bound, elsewhere the exact reading."""
+    page, scale = 64, 0.07
+    case = mla_case(rng, kv_lens=[700, 300, 64], s_q=1, num_heads=heads, page_size=page, dtype=Q_DTYPE,
+                    combined=True)
+    cache = np.asarray(case.ckv_cache, np.float32)
+    k = rng.integers(-8, 9, cache.shape[:2]).astype(np.float32)
+    table, lens = np.asarray(case.block_tables), np.asarray(case.kv_lens)
+    k[table[:, 0]] = -8  # (each sequence's first page)
+    latent = cache[..., :512] * np.exp2(k)[..., None]
+    latent[:, ::7, 128:256] = 0  # every 7th slot's second group all zero
+    ckv = _fp8.pack_ds_rows(jnp.asarray(latent), jnp.asarray(cache[..., 512:]))
+    args = (case.q_nope, case.q_pe, ckv, None, case.kv_lens, case.block_tables)
+    call = lambda fp8_math: jax.jit(functools.partial(jaxpaged.mla_decode, scale=scale,  # noqa: E731
+                                                      fp8_math=fp8_math))(*args)
+    out, lse = call(True)
+    exact_out, exact_lse = call(False)
+    if not HOPPER:
+        np.testing.assert_array_equal(np.asarray(out, np.float32), np.asarray(exact_out, np.float32))
+        np.testing.assert_array_equal(np.asarray(lse), np.asarray(exact_lse))
+        return
+    _check_fp8_math(out, lse, exact_out, case.q_nope, case.q_pe, ckv, None, {}, case.kv_lens, case.block_tables,
+                    scale, False)
 
 
 def test_mla_fp8_math_errors_name_the_argument(rng):

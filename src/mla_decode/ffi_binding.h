@@ -138,8 +138,9 @@ inline ffi::Error decode_mla_decode(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, 
                                     ffi::Result<ffi::Buffer<ffi::F32>>& lse, MlaDecodeParams* p) {
   JP_RETURN_IF_ERROR(decode_mla_queries_and_caches(q_nope, q_pe, ckv, kpe, options, scale, kv_scale, ds_read, out, lse, p));
   p->fp8_math = fp8_math != 0;
-  if (p->fp8_math && !p->fp8) {
-    return ffi::Error::InvalidArgument("jaxpaged: fp8_math applies to fp8 caches (float8_e4m3fn / float8_e5m2)");
+  if (p->fp8_math && !p->fp8 && !p->ds_rows) {
+    return ffi::Error::InvalidArgument(
+        "jaxpaged: fp8_math applies to fp8 caches (float8_e4m3fn / float8_e5m2, or 656-byte rows)");
   }
   JP_RETURN_IF_ERROR(check_rank(kv_lens.dimensions(), 1, "kv_lens"));
   JP_RETURN_IF_ERROR(check_rank(block_tables.dimensions(), 2, "block_tables"));

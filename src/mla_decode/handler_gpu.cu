@@ -76,8 +76,9 @@ ffi::Error launch_wgmma_for(const MlaDecodeParams& p, int row_blocks, int parts,
     if (p.ds_rows) {
       // (the float16 reading runs the wide kernel; with no pages no key is read, so the reading
       // does not matter)
-      if (p.ds_f16 && p.num_pages >= 1) {
-        return ffi::Error::Internal("jaxpaged: 656-byte rows read as float16: the wide kernel's TMA maps failed");
+      if ((p.ds_f16 || mla_ds_fp8_math_shape(p)) && p.num_pages >= 1) {
+        return ffi::Error::Internal("jaxpaged: 656-byte rows read as float16 or with fp8_math: the wide kernel's "
+                                    "TMA maps failed");
       }
       if constexpr (std::is_same<T, gpu_bf16>::value) {
         return launch_mla_wgmma<T, false, kSparse, kMlaDsRows>(p, row_blocks, parts, sched, ws_out, ws_lse, maps,
@@ -91,8 +92,9 @@ ffi::Error launch_wgmma_for(const MlaDecodeParams& p, int row_blocks, int parts,
     return launch_mla_wgmma<T, false, kSparse, kMlaSame>(p, row_blocks, parts, sched, ws_out, ws_lse, maps, stream);
   };
   if constexpr (std::is_same<T, gpu_bf16>::value) {
-    // (656-byte rows: no fp8 kernel below takes them, so this test may come first)
-    if (mla_ds_wide_applies(p) && (mla_ds_wide_enabled() || p.ds_f16)) {
+    // (656-byte rows: no fp8 kernel below takes them, so this test may come first; with fp8_math
+    // on dense rows the wide kernel's fp8-math mode, launch_mla_ds_wide's choice)
+    if (mla_ds_fp8_math_applies(p) || (mla_ds_wide_applies(p) && (mla_ds_wide_enabled() || p.ds_f16))) {
       MlaDsMaps ds{};  // (sparse lists are gathered: their kernel's maps go unread)
       if (p.sparse || make_ds_maps(p, &ds)) {
         return launch_mla_ds_wide(p, row_blocks, parts, sched, ws_out, ws_lse, ds, stream);

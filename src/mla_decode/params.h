@@ -98,8 +98,15 @@ JP_HOST_DEVICE bool mla_quantized(const MlaDecodeParams& p) { return p.fp8 || p.
 // The float16 reading (ds_f16) has one Hopper kernel, the wide one (dense pages of >= 64 tokens, or
 // sparse lists: mla_ds_wide_shape); elsewhere it takes the portable kernel.
 JP_HOST_DEVICE bool mla_ds_wide_shape(const MlaDecodeParams& p) { return p.sparse || p.page_size >= 64; }
+// 656-byte rows with fp8_math=True, dense in pages of >= 64 tokens, bf16 queries: the wide kernel's
+// fp8-math mode (fp8_wide.cuh's kDF), whatever ds_dequant says.
+JP_HOST_DEVICE bool mla_ds_fp8_math_shape(const MlaDecodeParams& p) {
+  return p.ds_rows && p.fp8_math && p.q_bf16 && !p.sparse && p.page_size >= 64;
+}
 JP_HOST_DEVICE bool mla_hopper_format(const MlaDecodeParams& p) {
-  if (p.ds_rows) return p.q_bf16 && (p.ds_bf16 || (p.ds_f16 && mla_ds_wide_shape(p)));
+  if (p.ds_rows) {
+    return p.q_bf16 && (p.ds_bf16 || (p.ds_f16 && mla_ds_wide_shape(p)) || mla_ds_fp8_math_shape(p));
+  }
   return !p.fp8 || p.kpe_fp8;
 }
 
@@ -138,6 +145,9 @@ constexpr int kMlaDsRowBytes = 656, kMlaDsScalesAt = 512, kMlaDsRopeAt = 528;
 inline bool mla_ds_wide_applies(const MlaDecodeParams& p) {
   return p.ds_rows && (p.ds_bf16 || p.ds_f16) && p.q_bf16 && mla_ds_wide_shape(p) && p.num_pages >= 1;
 }
+// ... and its fp8-math mode (kDF): mla_ds_fp8_math_shape with pages to read (on by default; not
+// affected by JAXPAGED_MLA_DS_WIDE).
+inline bool mla_ds_fp8_math_applies(const MlaDecodeParams& p) { return mla_ds_fp8_math_shape(p) && p.num_pages >= 1; }
 
 // The call's score scale, wherever it travels.
 JP_HOST_DEVICE float mla_scale(const MlaDecodeParams& p) {

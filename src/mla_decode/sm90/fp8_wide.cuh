@@ -83,28 +83,37 @@ constexpr int kWideThreads = 384;
 // thread holds O^T's 128 accumulators, S^T's 32, its shares of its 16 rows' sums, and a few
 // k-steps of A fragments (the rows' running maxima are in shared memory).
 constexpr int kWideComputeRegs = 232, kWideLoaderRegs = 40;
+// kDF (656-byte rows, fp8 math) holds S^T's group partial beside sacc and O^T: 8 more a compute
+// thread, the loader's one thread issuing copies with setmaxnreg's least.
+constexpr int kWideDfComputeRegs = 240, kWideDfLoaderRegs = 24;
 constexpr int kWideStages = 3;  // raw tile buffers: a pair's two, and the next pair's first
 // A row's running maximum moves only when a score passes it by more than this (log2 domain): the
 // probabilities are then at most 2^8 (f16 and bf16 hold them), and most pairs skip the rescale.
 constexpr float kWideRescaleLog2 = 8.f;
 
 // Shared memory, byte offsets from a 1024-aligned base. kDs: 656-byte rows (fp8_ring.cuh's tile).
-template <bool kDs>
+// kDs && kF8 (kDF, the 656-byte rows' fp8-math mode): Q^T in five blocks (e4m3 latent, bf16 rope),
+// four P^T blocks (one per latent group), the pair's maxima of the group scales.
+template <bool kDs, bool kF8 = false>
 struct MlaWideSmemT {
+  static constexpr bool kDF = kDs && kF8;
   static constexpr int kBlock = 64 * 128;  // a column block of 64 rows (query rows or tokens)
-  // Q^T: 64 rows x 576 f16 (kDs: bf16), permuted dims (kDs: the rope's natural order)
-  static constexpr int kQBlocks = 9;
+  // Q^T: 64 rows x 576 f16 (kDs: bf16), permuted dims (kDs: the rope's natural order); kDF: the
+  // e4m3 latent in four blocks, the bf16 rope in the fifth
+  static constexpr int kQBlocks = kDF ? 5 : 9;
   static constexpr int kRawStride = kDs ? kMlaDsRawBytes : kMlaRawBytes;
   static constexpr int kQ = 0;
   static constexpr int kRaw = kQ + kQBlocks * kBlock;           // [stage]
-  // [tile of the pair]: P^T, 64 rows x 64 tokens f16 (kDs: bf16)
+  // [tile of the pair]: P^T, 64 rows x 64 tokens f16 (kDs: bf16); kF8: one block, e4m3, tile t at
+  // bytes 64 t of a row; kDF: [latent group] such blocks
   static constexpr int kPt = kRaw + kWideStages * kRawStride;
-  static constexpr int kMax = kPt + 2 * kBlock;                 // [row][warp] floats: a pair's maxima
+  static constexpr int kMax = kPt + (kDF ? 4 : 2) * kBlock;     // [row][warp] floats: a pair's maxima
   static constexpr int kSum = kMax + 64 * 8 * 4;                // [row][warp] floats: the sums (epilogue)
   static constexpr int kM = kSum + 64 * 8 * 4;                  // [parity][row]: running maxima (log2 domain)
   static constexpr int kFlag = kM + 2 * 64 * 4;                 // [warp]: a score exceeded its row's maximum
   static constexpr int kQk = kFlag + 8 * 4;                     // [row]: the row's score scale
-  static constexpr int kBad = kQk + 64 * 4;                     // [stage] ints, then [warpgroup]
+  static constexpr int kGmax = kQk + 64 * 4;                    // kDF: [warp][group] floats
+  static constexpr int kBad = kGmax + (kDF ? 8 * 4 * 4 : 0);    // [stage] ints, then [warpgroup]
   static constexpr int kBarriers = kBad + 32;                   // full[stages], empty[stages]
   static constexpr size_t kAllocBytes = size_t(kBarriers) + 2 * kWideStages * 8 + 1024;  // + alignment
   static_assert(kRaw % 1024 == 0 && kPt % 1024 == 0, "swizzle atoms need aligned bases");
@@ -113,7 +122,10 @@ struct MlaWideSmemT {
 using MlaWideSmem = MlaWideSmemT<false>;
 static_assert(MlaWideSmem::kAllocBytes <= 227 * 1024, "more shared memory than a Hopper block may have");
 static_assert(MlaWideSmemT<true>::kAllocBytes <= 227 * 1024, "more shared memory than a Hopper block may have");
+static_assert(MlaWideSmemT<true, true>::kAllocBytes <= 227 * 1024, "more shared memory than a Hopper block may have");
 static_assert(2 * kWideComputeRegs + kWideLoaderRegs <= 3 * (65536 / kWideThreads / 8 * 8),
+              "register budgets exceed the block's registers");
+static_assert(2 * kWideDfComputeRegs + kWideDfLoaderRegs <= 3 * (65536 / kWideThreads / 8 * 8),
               "register budgets exceed the block's registers");
 
 #if defined(JP_HAVE_WGMMA)
@@ -186,14 +198,27 @@ __device__ __forceinline__ void wide_v_fragments_f8(uint32_t* set, const uint32_
 // V^T P^T with the raw bytes as A (m64n64k32: one ldmatrix .trans and two byte_perms per k-step,
 // no conversion). Half the tensor cycles of the f16 path; the queries' and probabilities' rounding
 // (2^-4 relative) sets its error (FlashMLA's: 3.6-4.0e-2 against the reference in the bench).
+// kDF = kDs && kF8 (dense 656-byte rows with fp8_math=True; NOTES item 81): a token's group scale
+// s[t][g] (one per 128 latent columns) multiplies its terms inside both products' sums, so it
+// cannot be applied to an accumulator of mixed tokens' terms:
+//   S^T: per latent group g its four k32 steps (SS, as kF8's; queries e4m3 x 2^k) into `part` (the
+//     first into sacc), added as sacc += s[t][g] part (an accumulator row is a token, so a thread's
+//     two tokens' scales), then the rope's four bf16 k16 steps (kDs's fragments, queries bf16 x
+//     2^k, exact) into sacc;
+//   P^T: one e4m3 block per group, P_g[r][t] = e4m3(p[r][t] x s[t][g] x 2^-E_g), with E_g a power
+//     of two that only grows (from the largest scale of each pair's tokens, so that p s 2^-E_g <
+//     2^8 under the lazy maxima); O^T's m-blocks of group g take P_g as B, accumulate across tiles
+//     as kF8's, are rescaled by 2^(E_old - E_new) when E_g grows, and times 2^E_g at the end.
 template <typename T, bool kE5m2, bool kDs = false, bool kSparse = false, bool kF8 = false, bool kH = false>
 __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int page_shift, int row_blocks,
                                                   const MlaSchedule& s, float* __restrict__ ws_out,
                                                   float* __restrict__ ws_lse, const CUtensorMap* cache_map,
                                                   const CUtensorMap* tail_map = nullptr) {
-  using S = MlaWideSmemT<kDs>;
+  using S = MlaWideSmemT<kDs, kF8>;
   using Tile = MlaRawTile<kSparse>;  // (where a token's bytes lie in a raw tile: sparse lists' rows as they are)
-  static_assert(!(kF8 && kDs), "the fp8-math mode reads per-tensor fp8 rows");
+  static_assert(!kF8 || (!kSparse && !kH), "the fp8-math mode reads per-tensor fp8 rows or dense 656-byte rows");
+  constexpr bool kDF = kDs && kF8;
+  constexpr int kNoExp = -100000;  // kDF: a group's E before its first nonzero scale
   static_assert(!kH || kDs, "the float16 reading is a reading of 656-byte rows");
   // kB: the kDs path's bf16 reading (bf16 products); kH's float16 reading runs f16 products as the
   // per-tensor fp8 path's, the rope's k-steps bf16 as kB's.
@@ -208,6 +233,7 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
   float* sM = reinterpret_cast<float*>(base + S::kM);
   int* sFlag = reinterpret_cast<int*>(base + S::kFlag);
   float* sQk = reinterpret_cast<float*>(base + S::kQk);
+  float* sGmax = reinterpret_cast<float*>(base + S::kGmax);
 
   const int tid = threadIdx.x, lane = tid % 32;
   const int warp = gpu::shfl(tid / 32, 0);  // (uniform in the warp, known to be so)
@@ -227,7 +253,7 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
   __syncthreads();
 
   if (warp >= 8) {  // the loader warpgroup: one thread issues the copies (kSparse: all 128 gather)
-    warpgroup_regs_shrink<kWideLoaderRegs>();
+    warpgroup_regs_shrink<kDF ? kWideDfLoaderRegs : kWideLoaderRegs>();
     if constexpr (kSparse) {
       static_assert(kDs, "sparse lists: 656-byte rows only");
       mla_ds_gather_ring<kWideStages>(p, s, part, first_b, last_b, capacity, base + S::kRaw, full, empty,
@@ -240,7 +266,7 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
   }
 
   // The compute warpgroups.
-  warpgroup_regs_grow<kWideComputeRegs>();
+  warpgroup_regs_grow<kDF ? kWideDfComputeRegs : kWideComputeRegs>();
   const int wg = warp / 4, ww = warp % 4;
   const int tw = tid % 128;
   // The timeline probe's marks (trace.cuh; nothing outside tools/mla_trace.cu's build): ids 60-82,
@@ -310,6 +336,17 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
       for (int i = 0; i < 18; ++i) {
         const int ch = sub + 4 * i;
         const uint32_t w4[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
+        if (kDF && i >= 16) {  // kDF: the rope bf16 x 2^k (exact), natural order, in the fifth block
+          uint32_t h[4];
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            const float2 x = bf16x2_to_float2(w4[q]);
+            h[q] = pack2<gpu_bf16>(x.x * f, x.y * f);
+          }
+          *reinterpret_cast<uint4*>(base + S::kQ + 4 * S::kBlock + sw128_offset(r, ch - 64)) =
+              make_uint4(h[0], h[1], h[2], h[3]);
+          continue;
+        }
         uint32_t packed[2];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
@@ -429,6 +466,7 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
     for (int k = 0; k < 16; ++k) l[k] = 0.f;
     int parity = 0;
     bool bad = false;
+    int ex_g[4] = {kNoExp, kNoExp, kNoExp, kNoExp};  // kDF: E_g (uniform in the block)
     // Causal rows see fewer keys; the block's first row sees the fewest.
     const int first_row_end =
         p.causal ? int(visible_keys(kv_len, p.s_q, min(row0, rows_per_b - 1) / int(p.num_heads), 0).end) : kv_len;
@@ -452,7 +490,63 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
         mbar_wait(&full[stage], wg ? ph1 : ph0);
         tr(64);
         bad |= sBad[stage] != 0;
-        if constexpr (kF8) {
+        if constexpr (kDF) {
+          // kDF: latent groups 0 and 1 (four e4m3 k32 steps each, SS as kF8's) into sacc and part,
+          // then sacc = s0 sacc + s1 part with this thread's tokens' group scales (tokens 16 ww + g
+          // and + 8: accumulators j % 4 < 2 and the rest); groups 2 and 3 into part in turn, each
+          // added so; last the rope's bf16 k16 steps into sacc (A by ldmatrix from the tails).
+          // (part is dead by then: the rope's fragments never live beside it.)
+          const uint32_t raw = sbase + S::kRaw + stage * S::kRawStride;
+          const uint64_t k_desc0 = wgmma_desc_sw128(raw, 16, 1024);
+          const int ls = wide_launder(lane);
+          const float* tsc = reinterpret_cast<const float*>(base + S::kRaw + stage * S::kRawStride + Tile::tail(0));
+          const int t_lo = 16 * ww + ls / 4;
+          constexpr int kRow = Tile::kTailStride / 4;
+          auto group_steps = [&](float(&acc)[32], int grp) {
+#pragma unroll
+            for (int st = 0; st < 4; ++st) {
+              wgmma_m64n64k32_ss_f8<false>(acc, wgmma_desc_advance(k_desc0, grp * kMlaRawBlock + 32 * st),
+                                           wgmma_desc_advance(q_desc0, grp * S::kBlock + 32 * st), st > 0);
+            }
+          };
+          float part[32];
+          wgmma_fence();
+          group_steps(sacc, 0);
+          group_steps(part, 1);
+          wgmma_commit();
+#pragma unroll
+          for (int grp = 1; grp < 4; ++grp) {
+            if (grp > 1) {
+              wgmma_fence();
+              group_steps(part, grp);
+              wgmma_commit();
+            }
+            wgmma_wait<0>();
+#pragma unroll
+            for (int i = 0; i < 32; ++i) {
+              reg_fence(part[i]);
+              reg_fence(sacc[i]);
+            }
+            const float s_lo = tsc[t_lo * kRow + grp], s_hi = tsc[(t_lo + 8) * kRow + grp];
+            if (grp == 1) {
+              const float z_lo = tsc[t_lo * kRow], z_hi = tsc[(t_lo + 8) * kRow];
+#pragma unroll
+              for (int i = 0; i < 32; ++i) sacc[i] *= i % 4 < 2 ? z_lo : z_hi;
+            }
+#pragma unroll
+            for (int i = 0; i < 32; ++i) sacc[i] = fmaf(part[i], i % 4 < 2 ? s_lo : s_hi, sacc[i]);
+          }
+          const int st_tok = 16 * ww + ls % 8 + 8 * ((ls / 8) % 2), st_half = ls / 16;
+          uint32_t a[4][4];
+#pragma unroll
+          for (int r = 0; r < 4; ++r) ldmatrix_x4(a[r], raw + Tile::tail(st_tok) + 16 + 32 * r + 16 * st_half);
+          wgmma_fence();
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {
+            wgmma_m64n64k16_rs_bf16(sacc, a[r], wgmma_desc_advance(q_desc0, 4 * S::kBlock + 32 * r), 1);
+          }
+          wgmma_commit();
+        } else if constexpr (kF8) {
           // kF8: S^T = K Q^T in 18 k32 steps, both operands from shared memory (A: the raw tile's 64
           // tokens, 128-byte swizzled column blocks as the copy engine wrote them).
           const uint64_t k_desc0 = wgmma_desc_sw128(sbase + S::kRaw + stage * S::kRawStride, 16, 1024);
@@ -572,6 +666,27 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
         if (mask) score_rows(std::true_type{});
         else score_rows(std::false_type{});
       }
+      constexpr int kTailRow = Tile::kTailStride / 4;  // (floats from a token's scales to the next's)
+      // kDF: this thread's two tokens' group scales (0 past the sequence's end, whose rows hold
+      // anything: their probabilities are 0 and their factors must be too).
+      auto token_scales = [&](float4& lo, float4& hi) {
+        const int t = 16 * ww + wide_launder(lane) / 4, valid = kv_len - mine * kMlaTileKeys;
+        const float* tsc = reinterpret_cast<const float*>(base + S::kRaw + (wg ? st1 : st0) * S::kRawStride +
+                                                          Tile::tail(0));
+        lo = t < valid ? *reinterpret_cast<const float4*>(tsc + t * kTailRow) : make_float4(0.f, 0.f, 0.f, 0.f);
+        hi = t + 8 < valid ? *reinterpret_cast<const float4*>(tsc + (t + 8) * kTailRow) : make_float4(0.f, 0.f, 0.f, 0.f);
+      };
+      if constexpr (kDF) {  // the warp's largest |scale| of each group over its 16 tokens (fmaxf drops NaN)
+        float4 lo = make_float4(0.f, 0.f, 0.f, 0.f), hi = lo;
+        if (own) token_scales(lo, hi);
+        float m4[4] = {fmaxf(fabsf(lo.x), fabsf(hi.x)), fmaxf(fabsf(lo.y), fabsf(hi.y)),
+                       fmaxf(fabsf(lo.z), fabsf(hi.z)), fmaxf(fabsf(lo.w), fabsf(hi.w))};
+#pragma unroll
+        for (int G = 0; G < 4; ++G)
+#pragma unroll
+          for (int off = 4; off <= 16; off *= 2) m4[G] = fmaxf(m4[G], gpu::shfl_xor(m4[G], off));
+        if (lane == 0) *reinterpret_cast<float4*>(sGmax + 4 * warp) = make_float4(m4[0], m4[1], m4[2], m4[3]);
+      }
       exceed = gpu::any(exceed);
       if (lane == 0) sFlag[warp] = exceed ? 1 : 0;
       named_barrier_sync(kWideBarBoth, 256);
@@ -579,6 +694,35 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
       {
         const int4 f0 = *reinterpret_cast<const int4*>(sFlag), f1 = *reinterpret_cast<const int4*>(sFlag + 4);
         exceed = (f0.x | f0.y | f0.z | f0.w | f1.x | f1.y | f1.z | f1.w) != 0;  // (the same in every thread)
+      }
+      if constexpr (kDF) {
+        // The pair's largest scale of each group; E_g grows to the exponent that puts it below 1
+        // (frexp: pm < 2^E), and this warpgroup's O^T m-blocks of group g are rescaled to match
+        // (before the group's first nonzero scale O is zero: no rescale).
+        float pm[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int w = 0; w < 8; ++w) {
+          const float4 x = *reinterpret_cast<const float4*>(sGmax + 4 * w);
+          pm[0] = fmaxf(pm[0], x.x);
+          pm[1] = fmaxf(pm[1], x.y);
+          pm[2] = fmaxf(pm[2], x.z);
+          pm[3] = fmaxf(pm[3], x.w);
+        }
+#pragma unroll
+        for (int G = 0; G < 4; ++G) {
+          int ex = kNoExp;
+          if (pm[G] > 0.f) frexpf(fminf(pm[G], 3.0e38f), &ex);
+          if (ex > ex_g[G]) {
+            if (ex_g[G] != kNoExp && G / 2 == wg) {
+              const float down = ldexpf(1.f, ex_g[G] - ex);
+#pragma unroll
+              for (int h = 0; h < 2; ++h)
+#pragma unroll
+                for (int i = 0; i < 32; ++i) o[2 * (G % 2) + h][i] *= down;
+            }
+            ex_g[G] = ex;
+          }
+        }
       }
       if (exceed) {
         // The pair's maxima of the rows over the 8 warps; each row's new running maximum (the same
@@ -635,7 +779,51 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
           l[k] += pl[e] + ph[e];
         }
       };
-      if constexpr (kF8) {
+      if constexpr (kDF) {
+        if (own) {
+          // kDF: kF8's P^T once per latent group g, into block g, each value p x s[t][g] x 2^-E_g
+          // (< 2^8: the lazy maxima's p <= 2^8 and the pair's scales below 2^E_g).
+          const int ls = wide_launder(lane);
+          c = ls % 4;
+          const int mq = ls / 8, mi = ls % 8;
+          float4 lo, hi;
+          token_scales(lo, hi);
+          const float slo[4] = {lo.x, lo.y, lo.z, lo.w}, shi[4] = {hi.x, hi.y, hi.z, hi.w};
+          float f_lo[4], f_hi[4];
+#pragma unroll
+          for (int G = 0; G < 4; ++G) {  // (no nonzero scale yet: the tokens' scales are 0 or NaN)
+            f_lo[G] = ex_g[G] == kNoExp ? slo[G] * 0.f : ldexpf(slo[G], -ex_g[G]);
+            f_hi[G] = ex_g[G] == kNoExp ? shi[G] * 0.f : ldexpf(shi[G], -ex_g[G]);
+          }
+          // (the probabilities in sacc's place - each read once into p_of_block - then per group
+          // the products with the factors, packed as kF8's, one stmatrix a group and 4 n-blocks)
+#pragma unroll
+          for (int jb = 0; jb < 8; ++jb) {
+            float pl[2], ph[2];
+            p_of_block(jb, pl, ph);
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              sacc[4 * jb + e] = pl[e];
+              sacc[4 * jb + 2 + e] = ph[e];
+            }
+          }
+#pragma unroll
+          for (int G = 0; G < 4; ++G) {
+#pragma unroll
+            for (int jj = 0; jj < 8; jj += 4) {
+              uint32_t pk[4];
+#pragma unroll
+              for (int q = 0; q < 4; ++q) {
+                const float* pq = sacc + 4 * (jj + q);  // [0], [1]: token g, rows 2c, 2c + 1; [2], [3]: token g + 8
+                pk[q] = wide_e4m3x2(pq[0] * f_lo[G], pq[2] * f_hi[G]) |
+                        (wide_e4m3x2(pq[1] * f_lo[G], pq[3] * f_hi[G]) << 16);
+              }
+              stsm_x4_trans(sbase + S::kPt + G * S::kBlock + sw128_offset(8 * (jj + mq) + mi, 4 * wg + ww), pk[0],
+                            pk[1], pk[2], pk[3]);
+            }
+          }
+        }
+      } else if constexpr (kF8) {
         if (own) {
           // kF8: P^T of both tiles in one block, e4m3, tile t's 64 tokens at bytes 64 t of each query
           // row; in each warp's 16-token group byte 2u + e holds token u + 8 e (wide_v_fragments_f8's
@@ -732,7 +920,9 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
             wide_v_fragments_f8(a[gi % 2], rr);
             if (gi + 1 < 8) ldmatrix_x4_trans(rr, ot_addr(gi + 1));
             wgmma_fence();
-            wgmma_m64n64k32_rs_f8<kE5m2>(o[gi / 2], a[gi % 2], wgmma_desc_advance(pf_desc, 64 * t + 32 * (gi % 2)), 1);
+            // (kDF: m-block gi / 2 of this warpgroup's columns lies in group 2 wg + gi / 4: its P^T block)
+            const uint32_t pt_at = (kDF ? (2 * wg + gi / 4) * S::kBlock : 0) + 64 * t + 32 * (gi % 2);
+            wgmma_m64n64k32_rs_f8<kE5m2>(o[gi / 2], a[gi % 2], wgmma_desc_advance(pf_desc, pt_at), 1);
             wgmma_commit();
           }
         } else {
@@ -825,6 +1015,14 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
     const int g = wide_launder(lane) / 4, c = wide_launder(lane) % 4;
     const bool whole = s.seq_pieces[b] == 1;
     const int slot = whole ? 0 : mla_piece_slot(s, part, b);
+    float e_mb[4] = {1.f, 1.f, 1.f, 1.f};  // kDF: O^T's m-blocks times 2^E of their group
+    if constexpr (kDF) {
+#pragma unroll
+      for (int mb = 0; mb < 4; ++mb) {
+        const int e = wg ? ex_g[2 + mb / 2] : ex_g[mb / 2];  // (group 2 wg + mb / 2; constant indices)
+        e_mb[mb] = e == kNoExp ? 1.f : ldexpf(1.f, e);
+      }
+    }
     tr(81);
 #pragma unroll
     for (int k = 0; k < 16; ++k) {
@@ -840,7 +1038,7 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
 #pragma unroll
       for (int mb = 0; mb < 4; ++mb) {
         const int col = 256 * wg + 64 * mb + 16 * ww + 2 * g;
-        const float y0 = mla_row_output(o[mb][j], f), y1 = mla_row_output(o[mb][j + 2], f);
+        const float y0 = mla_row_output(o[mb][j] * e_mb[mb], f), y1 = mla_row_output(o[mb][j + 2] * e_mb[mb], f);
         if (whole) {
           *reinterpret_cast<uint32_t*>(static_cast<T*>(p.out) + row * kMlaLatentDim + col) = pack2<T>(y0, y1);
         } else {
@@ -871,7 +1069,8 @@ __global__ void __launch_bounds__(kWideThreads, 1)
 }
 // The wide kernel on DeepSeek-V3.2's 656-byte rows read with ds_dequant="bfloat16" (kDs, NOTES item 49).
 // kH: read with ds_dequant="float16" (f16 products).
-template <typename T, bool kSparse, bool kH = false>
+// kF8 (dense rows, fp8_math=True): kDF, the fp8-math mode.
+template <typename T, bool kSparse, bool kH = false, bool kF8 = false>
 __global__ void __launch_bounds__(kWideThreads, 1)
     mla_ds_wide_kernel(const MlaDecodeParams p, int page_shift, int row_blocks, const MlaSchedule s,
                        float* __restrict__ ws_out, float* __restrict__ ws_lse,
@@ -879,7 +1078,7 @@ __global__ void __launch_bounds__(kWideThreads, 1)
 #if defined(JP_HAVE_WGMMA)
   pdl_wait();
   if (p.early_dependents) pdl_launch_dependents();
-  mla_fp8_wide_body<T, false, true, kSparse, false, kH>(p, page_shift, row_blocks, s, ws_out, ws_lse, &latent_map,
+  mla_fp8_wide_body<T, false, true, kSparse, kF8, kH>(p, page_shift, row_blocks, s, ws_out, ws_lse, &latent_map,
                                                        &tail_map);
 #endif
 }

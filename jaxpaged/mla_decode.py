@@ -251,7 +251,7 @@ def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, sca
         read as +-inf). With bfloat16 queries the last two run fast on Hopper GPUs, "float16"
         fastest (float16 tensor cores: one multiply per two values where "bfloat16" takes six
         instructions).
-      fp8_math: fp8 caches (float8_e4m3fn / e5m2) only: allow the kernels to compute in fp8, as
+      fp8_math: fp8 caches (float8_e4m3fn / e5m2, or 656-byte rows) only: allow the kernels to compute in fp8, as
         FlashMLA's fp8 decode does - each query row rounded to e4m3 at a power-of-two scale (its
         largest |value| into (224, 448], for rows whose largest |value| is above 2^-118) and the
         probabilities rounded to e4m3 before the P.V product; the scores' and each tile's P.V
@@ -261,8 +261,12 @@ def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, sca
         >= 64 tokens) then runs its fp8 mode (half the tensor-core instruction cycles); every
         other path computes exactly as without it. Against the reference over the rounded
         queries, an output moves by at most 2^-4 of the probability-weighted |values| it averages
-        plus smaller terms (e4m3 subnormals, the fp8 sums: tests/test_fp8.py's _fp8_math_bound);
-        a Python bool.
+        plus smaller terms (e4m3 subnormals, the fp8 sums: tests/test_fp8.py's _fp8_math_bound).
+        656-byte rows on Hopper (dense, pages of >= 64 tokens, bfloat16 queries, any number of
+        query rows) run the wide kernel's fp8 mode for them: the latent queries rounded so, the
+        rope's products in bf16, the probabilities rounded to e4m3 once per latent group as
+        p x group scale x 2^-E (a power of two per group); elsewhere they are read as ds_dequant
+        says. A Python bool.
 
     Returns:
       (out [B, s_q, Hq, 512] in q's dtype, lse [B, s_q, Hq] float32). Exact rule:

@@ -6,7 +6,7 @@
 //
 //   cmake -S . -B build/trace -G Ninja -DJAXPAGED_CUDA=ON -DJAXPAGED_MLA_TRACE_DRIVER=ON -DJAXPAGED_CUDA_ARCHS=90a
 //   ninja -C build/trace jaxpaged_mla_trace
-//   build/trace/jaxpaged_mla_trace trace.bin [heads batch kv_len [pool_pages]] [--cache=bf16|fp8|fp8math|656|656f16]
+//   build/trace/jaxpaged_mla_trace trace.bin [heads batch kv_len [pool_pages]] [--cache=bf16|fp8|fp8math|656|656f16|656fp8math]
 //                                   [--topk=N]
 // pool_pages (default: every page its own): the block table names only that many distinct pages
 // (e.g. 128 = 9 MB, resident in L2), so the same shape runs with its tiles served from L2.
@@ -17,7 +17,8 @@
 // marks 100-110 and the loader's 90-95), fp8math = the same with MlaDecodeParams::fp8_math (the wide kernel's kF8 mode), 656 =
 // DeepSeek-V3.2's 656-byte rows (the same e4m3 latent, four float32 group scales of 0.02, a bf16
 // rope) read with ds_dequant="bfloat16" (the wide kernel's kDs), 656f16 = the same rows read with
-// ds_dequant="float16" (its kH instances). --topk=N (656 / 656f16 only; N <= kv_len):
+// ds_dequant="float16" (its kH instances), 656fp8math = the same rows with fp8_math (its kDF mode;
+// marks 83-85 its S^T groups). --topk=N (656 / 656f16 only; N <= kv_len):
 // sparse decode instead, each sequence's list N distinct random slots of its kv_len (the bench's
 // sparse configs: kv_len 4096, N 2048), gathered by the loader warpgroup (fp8_ring.cuh's
 // mla_ds_gather_ring, marks 90-95 by its thread 0).
@@ -54,11 +55,12 @@ int main(int argc, char** argv) {
     }
     argc = kept;
   }
-  const bool fp8 = cache_kind == "fp8" || cache_kind == "fp8math", ds = cache_kind == "656" || cache_kind == "656f16";
+  const bool fp8 = cache_kind == "fp8" || cache_kind == "fp8math", ds = cache_kind == "656" || cache_kind == "656f16" ||
+                                                                    cache_kind == "656fp8math";
   const int heads = argc > 2 ? std::atoi(argv[2]) : 128, B = argc > 3 ? std::atoi(argv[3]) : 64;
   const int kv_len = argc > 4 ? std::atoi(argv[4]) : 4096, page = 64, row = ds ? 656 : 576;
-  if (argc < 2 || !(fp8 || ds || cache_kind == "bf16") || topk < 0 || (topk > 0 && (!ds || topk > kv_len))) {
-    std::fprintf(stderr, "usage: %s OUT.bin [heads batch kv_len [pool_pages]] [--cache=bf16|fp8|fp8math|656|656f16] "
+  if (argc < 2 || !(fp8 || ds || cache_kind == "bf16") || topk < 0 || (topk > 0 && (!ds || cache_kind == "656fp8math" || topk > kv_len))) {
+    std::fprintf(stderr, "usage: %s OUT.bin [heads batch kv_len [pool_pages]] [--cache=bf16|fp8|fp8math|656|656f16|656fp8math] "
                  "[--topk=N (656 / 656f16 only, N <= kv_len)]\n", argv[0]);
     return 2;
   }
@@ -127,9 +129,9 @@ int main(int argc, char** argv) {
   // (an fp8 latent with its rope fp8 too, right after it: mla_fp8_wide_applies)
   p.fp8 = p.kpe_fp8 = fp8;
   p.kv_e5m2 = false;
-  p.fp8_math = cache_kind == "fp8math";
+  p.fp8_math = cache_kind == "fp8math" || cache_kind == "656fp8math";
   p.ds_rows = ds;
-  p.ds_bf16 = cache_kind == "656";
+  p.ds_bf16 = cache_kind == "656" || cache_kind == "656fp8math";  // (kDF: any reading)
   p.ds_f16 = cache_kind == "656f16";
   const int64_t ws_floats = jaxpaged::mla_decode_workspace_bytes(
                                 topk > 0 ? jaxpaged::mla_sparse_as_lists(p, nullptr, nullptr, topk) : p, -1) / 4;

@@ -45,6 +45,7 @@ WIDE_NAMES = {
     75: "O^T tile 1: full wait passed", 76: "O^T tile 1 issued (its last k-step)", 77: "O^T tile 1 done",
     78: "tile 1's buffer handed back (sparse: as 74)", 79: "epilogue start", 80: "sequence stored",
     81: "epilogue: sums met (barrier passed)", 82: "epilogue: half the rows stored",
+    83: "kDF S^T: groups 0-1 added", 84: "kDF S^T: group 2 added", 85: "kDF S^T: group 3 added",
     90: "loader start", 91: "sequence start", 92: "tile 0: empty wait passed",
     93: "tile 0: copies issued",
     94: "tile 1: empty wait passed", 95: "tile 1: copies issued",

@@ -535,6 +535,7 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
             }
 #pragma unroll
             for (int i = 0; i < 32; ++i) sacc[i] = fmaf(part[i], i % 4 < 2 ? s_lo : s_hi, sacc[i]);
+            tr(82 + grp);  // (the probe's 83-85: groups 0-1, 2, 3 added)
           }
           const int st_tok = 16 * ww + ls % 8 + 8 * ((ls / 8) % 2), st_half = ls / 16;
           uint32_t a[4][4];

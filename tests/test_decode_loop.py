@@ -1,9 +1,11 @@
 """A serving loop end to end: small random models prefill prompts in chunks, then decode 32 steps;
 every step writes its new K/V into the paged cache (write_kv / write_mla_kv) and attends with our op.
 The logits at every position must match a dense (non-paged) causal-attention run of the same model
-over the same tokens. GQA with sinks, on a 16-bit cache and an fp8 one; MLA on its 16-bit combined
-cache and DeepSeek-V3.2's 656-byte rows (quantized the same way on the dense side); each step with
-and without a plan made once for its layers (paged_attention_plan / mla_decode_plan)."""
+over the same tokens. GQA with sinks, on a 16-bit cache and fp8 ones (e4m3; e5m2 with its scales
+traced and padding tokens, slot -1, in every write); MLA on its 16-bit combined cache, an e4m3
+combined cache (with sinks) and DeepSeek-V3.2's 656-byte rows (quantized the same way on the dense
+side); each step with and without a plan made once for its layers (paged_attention_plan /
+mla_decode_plan)."""
 
 import functools
 
@@ -118,8 +120,12 @@ def _gqa_dense(w, tokens, cache_dtype, scales, written):
     return x @ w["unembed"]
 
 
-@pytest.mark.parametrize("cache_dtype, use_plan", [(None, False), (None, True), ("float8_e4m3fn", True)])
-def test_gqa_decode_loop_matches_dense_model(rng, cache_dtype, use_plan):
+# traced_pad: the fp8 scales are jit arguments (traced), and every write carries three padding
+# tokens (slot -1, junk values) that must never land in the cache.
+@pytest.mark.parametrize("cache_dtype, use_plan, traced_pad", [(None, False, False), (None, True, False),
+                                                               ("float8_e4m3fn", True, False),
+                                                               ("float8_e5m2", False, True)])
+def test_gqa_decode_loop_matches_dense_model(rng, cache_dtype, use_plan, traced_pad):
     w = _gqa_model(rng)
     tokens = _tokens(rng)
     scales = (0.05, 0.02)
@@ -127,10 +133,12 @@ def test_gqa_decode_loop_matches_dense_model(rng, cache_dtype, use_plan):
     dtype = cache_dtype or DTYPE
     caches = [(jnp.zeros((num_pages, PAGE, HKV, D), dtype), jnp.full((num_pages, PAGE, HKV, D), jnp.nan, dtype))
               for _ in range(LAYERS)]
-    fp8 = dict(k_scale=scales[0], v_scale=scales[1]) if cache_dtype else {}
 
-    @functools.partial(jax.jit, static_argnums=6, donate_argnums=0)
-    def step(caches, rows, slots, lengths, tables, cu, prefill):
+    @functools.partial(jax.jit, static_argnums=7, donate_argnums=0)
+    def step_with(caches, scale_args, rows, slots, lengths, tables, cu, prefill):
+        fp8 = dict(k_scale=scale_args[0], v_scale=scale_args[1]) if cache_dtype else {}
+        if cache_dtype and not traced_pad:
+            fp8 = dict(k_scale=scales[0], v_scale=scales[1])  # (Python numbers: static)
         x = w["embed"][rows]
         new = []
         cu = cu if prefill else None
@@ -140,11 +148,19 @@ def test_gqa_decode_loop_matches_dense_model(rng, cache_dtype, use_plan):
         for i, (kc, vc) in enumerate(caches):
             q = _mm(x, w[f"wq{i}"]).reshape(-1, HQ, D)
             k, v = (_mm(x, w[f"w{t}{i}"]).reshape(-1, HKV, D) for t in "kv")
-            kc, vc = jaxpaged.write_kv(kc, vc, k, v, slots, **fp8)
+            if traced_pad:  # padding tokens: slot -1, values far from any real one
+                junk = jnp.full((3, HKV, D), 7.0, k.dtype)
+                kc, vc = jaxpaged.write_kv(kc, vc, jnp.concatenate([junk, k]), jnp.concatenate([junk, v]),
+                                           jnp.concatenate([jnp.full((3,), -1, slots.dtype), slots]), **fp8)
+            else:
+                kc, vc = jaxpaged.write_kv(kc, vc, k, v, slots, **fp8)
             o = jaxpaged.paged_attention(q, kc, vc, lengths, tables, cu, sinks=w[f"sinks{i}"], plan=plan, **fp8)
             x = x + o.reshape(-1, HQ * D).astype(jnp.float32) @ w[f"wo{i}"]
             new.append((kc, vc))
         return x @ w["unembed"], new
+
+    def step(caches, *args):
+        return step_with(caches, jnp.asarray(scales, jnp.float32), *args)
 
     paged, caches, tables = _run_paged(tokens, step, caches)
     for s in range(2):
@@ -166,15 +182,21 @@ def _mla_model(rng):
     for i in range(LAYERS):
         shapes |= {f"wqn{i}": (MODEL, MLA_HEADS * LATENT), f"wqp{i}": (MODEL, MLA_HEADS * ROPE),
                    f"wc{i}": (MODEL, LATENT), f"wr{i}": (MODEL, ROPE), f"wo{i}": (MLA_HEADS * LATENT, MODEL)}
-    return _weights(rng, shapes)
+    w = _weights(rng, shapes)
+    w |= {f"sinks{i}": jnp.asarray(rng.standard_normal(MLA_HEADS), jnp.float32) for i in range(LAYERS)}
+    return w
 
 
 SCALE = 1 / np.sqrt(192)
 
 
+MLA_KV_SCALE = 0.02  # the e4m3 combined cache's kv_scale
+
+
 def _mla_dense(w, tokens, ds_rows, written):
     """The same model without pages, attending over the latent/rope values the loop wrote (checked
-    against its own first), as _gqa_dense does."""
+    against its own first), as _gqa_dense does. ds_rows "fp8": an e4m3 combined cache at
+    MLA_KV_SCALE, with the layers' sinks."""
     x = w["embed"][tokens]
     n = len(tokens)
     causal = np.tril(np.ones((n, n), bool))
@@ -182,27 +204,43 @@ def _mla_dense(w, tokens, ds_rows, written):
         qn = _mm(x, w[f"wqn{i}"]).astype(jnp.float32).reshape(n, MLA_HEADS, LATENT)
         qp = _mm(x, w[f"wqp{i}"]).astype(jnp.float32).reshape(n, MLA_HEADS, ROPE)
         c, r = (_mm(x, w[f"w{t}{i}"]).astype(jnp.float32) for t in "cr")
-        if ds_rows:
-            c, r = _fp8.unpack_ds_rows(_fp8.pack_ds_rows(c, r), ds_rows)
-        _check_written(i, "latent", c, written[i][0], jnp.float8_e4m3fn if ds_rows else DTYPE)
-        _check_written(i, "rope", r, written[i][1], jnp.bfloat16 if ds_rows else DTYPE)
+        if ds_rows == "fp8":
+            cr = _fp8.dequantize(_fp8.quantize(jnp.concatenate([c, r], -1), MLA_KV_SCALE, jnp.float8_e4m3fn),
+                                 MLA_KV_SCALE)
+            c, r = cr[:, :LATENT], cr[:, LATENT:]
+            _check_written(i, "latent", c, written[i][0], jnp.float8_e4m3fn, MLA_KV_SCALE)
+            _check_written(i, "rope", r, written[i][1], jnp.float8_e4m3fn, MLA_KV_SCALE)
+        else:
+            if ds_rows:
+                c, r = _fp8.unpack_ds_rows(_fp8.pack_ds_rows(c, r), ds_rows)
+            _check_written(i, "latent", c, written[i][0], jnp.float8_e4m3fn if ds_rows else DTYPE)
+            _check_written(i, "rope", r, written[i][1], jnp.bfloat16 if ds_rows else DTYPE)
         c, r = (jnp.asarray(v) for v in written[i])
-        s = (jnp.einsum("thd,ud->htu", qn, c) + jnp.einsum("thd,ud->htu", qp, r)) * SCALE
-        p = jax.nn.softmax(jnp.where(causal, s, -jnp.inf), axis=-1)
+        s = jnp.where(causal, (jnp.einsum("thd,ud->htu", qn, c) + jnp.einsum("thd,ud->htu", qp, r)) * SCALE, -jnp.inf)
+        if ds_rows == "fp8":  # with the layer's sinks: a key of that score and a zero value
+            m = s.max(-1, keepdims=True)
+            e = jnp.exp(s - m)
+            p = e / (e.sum(-1, keepdims=True) + jnp.exp(w[f"sinks{i}"][:, None, None] - m))
+        else:
+            p = jax.nn.softmax(s, axis=-1)
         o = jnp.einsum("htu,ud->thd", p, c).reshape(n, -1).astype(DTYPE)
         x = x + o.astype(jnp.float32) @ w[f"wo{i}"]
     return x @ w["unembed"]
 
 
-# ds_rows: None (a bf16 combined cache) or 656-byte rows read with that ds_dequant.
+# ds_rows: None (a bf16 combined cache), "fp8" (an e4m3 combined cache, with sinks) or 656-byte rows
+# read with that ds_dequant.
 @pytest.mark.parametrize("ds_rows, use_plan", [(None, False), (None, True), ("float32", True), ("bfloat16", False),
-                                               ("float16", True)])
+                                               ("float16", True), ("fp8", True)])
 def test_mla_decode_loop_matches_dense_model(rng, ds_rows, use_plan):
     w = _mla_model(rng)
     tokens = [t[:PROMPTS[1] + STEPS] for t in _tokens(rng)]  # equal lengths: one s_q per call
     prompt, num_pages = PROMPTS[1], 2 * -(-(PROMPTS[1] + STEPS) // PAGE)
-    caches = [jnp.zeros((num_pages, PAGE, 656), jnp.uint8) if ds_rows else
-              jnp.zeros((num_pages, PAGE, LATENT + ROPE), DTYPE) for _ in range(LAYERS)]
+    fp8 = ds_rows == "fp8"
+    cache_of = {"fp8": lambda: jnp.zeros((num_pages, PAGE, LATENT + ROPE), jnp.float8_e4m3fn),
+                None: lambda: jnp.zeros((num_pages, PAGE, LATENT + ROPE), DTYPE)}
+    caches = [cache_of.get(ds_rows, lambda: jnp.zeros((num_pages, PAGE, 656), jnp.uint8))() for _ in range(LAYERS)]
+    scale_kw = dict(kv_scale=MLA_KV_SCALE) if fp8 else {}
     tables = jnp.arange(num_pages, dtype=jnp.int32).reshape(2, -1)
 
     @functools.partial(jax.jit, donate_argnums=0)
@@ -217,9 +255,10 @@ def test_mla_decode_loop_matches_dense_model(rng, ds_rows, use_plan):
             qn = _mm(x, w[f"wqn{i}"]).reshape(2, -1, MLA_HEADS, LATENT)
             qp = _mm(x, w[f"wqp{i}"]).reshape(2, -1, MLA_HEADS, ROPE)
             c, r = (_mm(x, w[f"w{t}{i}"]).reshape(-1, w[f"w{t}{i}"].shape[1]) for t in "cr")
-            cache, _ = jaxpaged.write_mla_kv(cache, None, c, r, slots)
+            cache, _ = jaxpaged.write_mla_kv(cache, None, c, r, slots, **scale_kw)
             o, _ = jaxpaged.mla_decode(qn, qp, cache, None, lengths, tables, scale=SCALE, causal=True, plan=plan,
-                                       ds_dequant=ds_rows or "float32")
+                                       ds_dequant="float32" if ds_rows in (None, "fp8") else ds_rows,
+                                       sinks=w[f"sinks{i}"] if fp8 else None, **scale_kw)
             x = x + o.reshape(2, -1, MLA_HEADS * LATENT).astype(jnp.float32) @ w[f"wo{i}"]
             new.append(cache)
         return x @ w["unembed"], new
@@ -235,7 +274,10 @@ def test_mla_decode_loop_matches_dense_model(rng, ds_rows, use_plan):
     for s in range(2):
         pos = np.arange(toks.shape[1])
         rows = [c.reshape(-1, c.shape[-1])[tables[s, pos // PAGE] * PAGE + pos % PAGE] for c in caches]
-        written = [tuple(np.asarray(v, np.float32) for v in
-                         (_fp8.unpack_ds_rows(r, ds_rows) if ds_rows else (r[:, :LATENT], r[:, LATENT:]))) for r in rows]
+        def read(r):
+            if fp8:
+                r = _fp8.dequantize(r, MLA_KV_SCALE)
+            return _fp8.unpack_ds_rows(r, ds_rows) if ds_rows and not fp8 else (r[:, :LATENT], r[:, LATENT:])
+        written = [tuple(np.asarray(v, np.float32) for v in read(r)) for r in rows]
         dense = _mla_dense(w, jnp.asarray(toks[s]), ds_rows, written)
         np.testing.assert_allclose(paged[s], np.asarray(dense), atol=TOL, rtol=TOL)

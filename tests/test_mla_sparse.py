@@ -21,10 +21,10 @@ DTYPE = "bfloat16"
 PAGES, PAGE = 12, 16
 
 
-def _inputs(rng, batch, s_q, heads, topk, fmt="combined"):
+def _inputs(rng, batch, s_q, heads, topk, fmt="combined", pages=PAGES, page=PAGE):
     """Queries, a cache whose rows not named by any index hold NaN, and indices mixing valid
     slots, -1 padding, slots past the pool, int32 extremes and duplicates."""
-    tokens = PAGES * PAGE
+    tokens = pages * page
     qn = jnp.asarray(rng.standard_normal((batch, s_q, heads, 512)), DTYPE)
     qp = jnp.asarray(rng.standard_normal((batch, s_q, heads, 64)), DTYPE)
     used = rng.permutation(tokens)[: tokens * 3 // 4]
@@ -37,7 +37,7 @@ def _inputs(rng, batch, s_q, heads, topk, fmt="combined"):
     unused = np.setdiff1d(np.arange(tokens), used)
     rows[unused] = np.nan  # must never reach an output
     latent, rope = jnp.asarray(rows[:, :512]), jnp.asarray(rows[:, 512:])
-    shape = (PAGES, PAGE)
+    shape = (pages, page)
     if fmt == "combined":
         caches, kw = (jnp.asarray(rows, DTYPE).reshape(shape + (576,)), None), {}
     elif fmt == "split":
@@ -111,6 +111,34 @@ def test_sparse_sinks_traced_scale_and_vmap(rng):
                                   in_axes=(0, None, 0)))(caches, None, idxs)
     for i in range(2):
         _check(vout[i], vlse[i], *reference.mla_decode_sparse(qn, qp, caches[i], None, idxs[i], scale=0.05))
+
+
+@pytest.mark.parametrize("fmt", ["combined", "656 f16"])
+@pytest.mark.parametrize("page, topk", [(2, 64), (32, 128), (128, 64), (256, 4096)])
+def test_sparse_page_sizes_and_topk_4096(rng, fmt, page, topk):
+    """Pages of 2 to 256 tokens over one 512-token pool (the index names a slot, the page axis only
+    lays the pool out), and lists of 4096 indices."""
+    qn, qp, (ckv, kpe), idx, kw = _inputs(rng, 2, 1, 16, topk, fmt, pages=512 // page, page=page)
+    lens = jnp.array([topk, topk // 3], jnp.int32)
+    out, lse = jax.jit(functools.partial(jaxpaged.mla_decode_sparse, scale=0.07, topk_lens=lens, **kw))(
+        qn, qp, ckv, kpe, idx)
+    _check(out, lse, *reference.mla_decode_sparse(qn, qp, ckv, kpe, idx, scale=0.07, topk_lens=lens, **kw))
+    assert np.isfinite(np.asarray(out, np.float32)).all()  # no NaN row leaked
+
+
+def test_sparse_vmap_with_topk_lens_and_sinks_mapped(rng):
+    """vmap over queries, indices, topk_lens and sinks together (one cache): each instance as the
+    reference computes it alone."""
+    qn, qp, (ckv, _), idx, _ = _inputs(rng, 4, 1, 16, 64)
+    qns, qps, idxs = (x.reshape((2, 2) + x.shape[1:]) for x in (qn, qp, idx))
+    lens = jnp.array([[64, 10], [0, 33]], jnp.int32)
+    sinks = jnp.asarray(rng.standard_normal((2, 16)), jnp.float32)
+    f = lambda a, b, i, n, sk: jaxpaged.mla_decode_sparse(a, b, ckv, None, i, scale=0.07, topk_lens=n,  # noqa: E731
+                                                           sinks=sk)
+    vout, vlse = jax.jit(jax.vmap(f))(qns, qps, idxs, lens, sinks)
+    for i in range(2):
+        _check(vout[i], vlse[i], *reference.mla_decode_sparse(qns[i], qps[i], ckv, None, idxs[i], scale=0.07,
+                                                              topk_lens=lens[i], sinks=sinks[i]))
 
 
 def test_sparse_errors_name_the_argument(rng):

@@ -128,6 +128,19 @@ def paged_cases(mesh):
           (q, k, v, lens, table, jnp.float32(20.0), jnp.int32(30), sinks),
           [("dp", "tp", None), cache, cache, ("dp",), ("dp", None), None, None, ("tp",)], ("dp", "tp"), mesh)
 
+    # fp8 caches (e4m3) with traced scales (replicated beside the sharded call).
+    q, k, v, lens, table = paged_inputs("NHD")
+    k8, v8 = _fp8.quantize(k, 0.05, jnp.float8_e4m3fn), _fp8.quantize(v, 0.02, jnp.float8_e4m3fn)
+
+    def fp8_op(q, k, v, lens, table, ks, vs):
+        return jaxpaged.paged_attention(q, k, v, lens, table, k_scale=ks, v_scale=vs, return_lse=True)
+
+    def fp8_ref(q, k, v, lens, table, ks, vs):
+        return reference.paged_attention(q, k, v, lens, table, k_scale=ks, v_scale=vs, return_lse=True)
+    check("paged fp8 caches, traced scales, sequences on dp, heads on tp", fp8_op, fp8_ref,
+          (q, k8, v8, lens, table, jnp.float32(0.05), jnp.float32(0.02)),
+          [("dp", "tp", None), cache, cache, ("dp",), ("dp", None), None, None], ("dp", "tp"), mesh)
+
     # Ragged (prefill chunks + decode): heads split; tokens stay whole.
     q_lens = [5, 1, 3, 1]
     q, k, v, lens, table = paged_inputs("NHD", q_lens=q_lens)

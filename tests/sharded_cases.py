@@ -202,6 +202,20 @@ def mla_cases(mesh):
           lambda *a: reference.mla_decode_sparse(*a, scale=0.05, topk_lens=jnp.array([64, 5, 0, 33])),
           (q_nope, q_pe, cache, None, slots),
           [q_spec, q_spec, (None, None, None), None, ("dp", None, None)], ("dp", None, "tp"), mesh)
+    # Sparse lists over 656-byte rows (float16 reading) with sinks split with the heads, no topk_lens;
+    # and over an e4m3 combined cache with kv_scale.
+    sinks = jnp.asarray(rng.standard_normal(heads), jnp.float32)
+    ds_rows = _fp8.pack_ds_rows(cache[..., :512], cache[..., 512:])
+    check("mla sparse, 656-byte rows, sinks, sequences on dp, heads on tp",
+          lambda *a: jaxpaged.mla_decode_sparse(*a[:5], scale=0.05, ds_dequant="float16", sinks=a[5]),
+          lambda *a: reference.mla_decode_sparse(*a[:5], scale=0.05, ds_dequant="float16", sinks=a[5]),
+          (q_nope, q_pe, ds_rows, None, slots, sinks),
+          [q_spec, q_spec, (None, None, None), None, ("dp", None, None), ("tp",)], ("dp", None, "tp"), mesh)
+    check("mla sparse, fp8 cache, sequences on dp, heads on tp",
+          lambda *a: jaxpaged.mla_decode_sparse(*a, scale=0.05, kv_scale=0.01),
+          lambda *a: reference.mla_decode_sparse(*a, scale=0.05, kv_scale=0.01),
+          (q_nope, q_pe, _fp8.quantize(cache, 0.01, jnp.float8_e4m3fn), None, slots),
+          [q_spec, q_spec, (None, None, None), None, ("dp", None, None)], ("dp", None, "tp"), mesh)
     # An fp8 cache with fp8_math: a permission the CPU kernel does not use (it computes exactly), so
     # the reference's results; the option travels with the sharded call.
     fp8_cache = _fp8.quantize(cache, 0.01, jnp.float8_e4m3fn)

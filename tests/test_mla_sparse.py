@@ -15,7 +15,7 @@ import pytest
 
 import jaxpaged
 from jaxpaged import _fp8, reference
-from cases import assert_close
+from cases import ON_GPU, assert_close
 
 DTYPE = "bfloat16"
 PAGES, PAGE = 12, 16
@@ -139,6 +139,23 @@ def test_sparse_vmap_with_topk_lens_and_sinks_mapped(rng):
     for i in range(2):
         _check(vout[i], vlse[i], *reference.mla_decode_sparse(qns[i], qps[i], ckv, None, idxs[i], scale=0.07,
                                                               topk_lens=lens[i], sinks=sinks[i]))
+
+
+@pytest.mark.parametrize("q_dtype", ["float16"] + ([] if ON_GPU else ["float32"]))  # (float32: CPU only)
+def test_sparse_fp8_traced_kv_scale_and_16_and_32_bit_queries(rng, q_dtype):
+    """An e4m3 cache with float16 / float32 queries against the reference (out in q's dtype), and
+    kv_scale traced (a jit argument) giving the bits of the static scale."""
+    qn, qp, (ckv, kpe), idx, kw = _inputs(rng, 2, 2, 16, 64, "fp8")
+    qn, qp = qn.astype(q_dtype), qp.astype(q_dtype)
+    out, lse = jaxpaged.mla_decode_sparse(qn, qp, ckv, kpe, idx, scale=0.07, **kw)
+    assert out.dtype == jnp.dtype(q_dtype)
+    ref_out, ref_lse = reference.mla_decode_sparse(qn, qp, ckv, kpe, idx, scale=0.07, **kw)
+    assert_close(out, ref_out, q_dtype)
+    assert_close(lse, ref_lse, q_dtype, "lse")
+    t_out, t_lse = jax.jit(lambda s: jaxpaged.mla_decode_sparse(qn, qp, ckv, kpe, idx, scale=0.07, kv_scale=s))(
+        np.float32(kw["kv_scale"]))
+    np.testing.assert_array_equal(np.asarray(out, np.float32), np.asarray(t_out, np.float32))
+    np.testing.assert_array_equal(np.asarray(lse), np.asarray(t_lse))
 
 
 def test_sparse_errors_name_the_argument(rng):

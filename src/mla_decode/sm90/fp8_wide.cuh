@@ -284,6 +284,12 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
   // k % 2] (g = lane / 4). (Each phase below takes g and c from a laundered lane: wide_launder.)
   auto row_of = [](int k, int c) { return 8 * (k / 2) + 2 * c + (k % 2); };
   const uint64_t q_desc0 = wgmma_desc_sw128(sbase + S::kQ, 16, 1024);
+  // kDs: raw buffer `stage`'s group scales (float32, the first four of each token's tail), kRow
+  // floats from a token's to the next's.
+  constexpr int kRow = Tile::kTailStride / 4;
+  auto tile_scales = [&](int stage) {
+    return reinterpret_cast<const float*>(base + S::kRaw + stage * S::kRawStride + Tile::tail(0));
+  };
 
   int use = 0;  // tiles of this block so far (the raw ring's position, as the loader counts)
   for (int b = first_b; b <= last_b; ++b) {
@@ -499,9 +505,8 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
           const uint32_t raw = sbase + S::kRaw + stage * S::kRawStride;
           const uint64_t k_desc0 = wgmma_desc_sw128(raw, 16, 1024);
           const int ls = wide_launder(lane);
-          const float* tsc = reinterpret_cast<const float*>(base + S::kRaw + stage * S::kRawStride + Tile::tail(0));
+          const float* tsc = tile_scales(stage);
           const int t_lo = 16 * ww + ls / 4;
-          constexpr int kRow = Tile::kTailStride / 4;
           auto group_steps = [&](float(&acc)[32], int grp) {
 #pragma unroll
             for (int st = 0; st < 4; ++st) {
@@ -572,8 +577,7 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
             return raw + Tile::latent(st_tok, 32 * kk + 16 * st_half);
           };
           uint32_t rr[4], a[2][8];
-          // kDs: the tile's scales (float32, the first four of each token's tail).
-          const float* tsc = reinterpret_cast<const float*>(base + S::kRaw + stage * S::kRawStride + Tile::tail(0));
+          const float* tsc = tile_scales(stage);  // kDs
           constexpr int kGroups = kDs ? 16 : 18;  // (kDs: the rope's four bf16 k-steps after)
           float s_lo = 0.f, s_hi = 0.f;           // kDs: the group's scales of this thread's tokens
           uint32_t h_lo = 0, h_hi = 0;            // kH: those scales as f16 pairs
@@ -586,8 +590,8 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
             if constexpr (kDs) {  // an A register holds two dims of one token (g or g + 8)
               if (kk % 4 == 0) {
                 const int t_lo = 16 * ww + wide_launder(lane) / 4, grp = kk / 4;
-                s_lo = tsc[t_lo * (Tile::kTailStride / 4) + grp];
-                s_hi = tsc[(t_lo + 8) * (Tile::kTailStride / 4) + grp];
+                s_lo = tsc[t_lo * kRow + grp];
+                s_hi = tsc[(t_lo + 8) * kRow + grp];
                 if constexpr (kH) h_lo = pack2<gpu_half>(s_lo, s_lo), h_hi = pack2<gpu_half>(s_hi, s_hi);
               }
 #pragma unroll
@@ -667,15 +671,13 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
         if (mask) score_rows(std::true_type{});
         else score_rows(std::false_type{});
       }
-      constexpr int kTailRow = Tile::kTailStride / 4;  // (floats from a token's scales to the next's)
       // kDF: this thread's two tokens' group scales (0 past the sequence's end, whose rows hold
       // anything: their probabilities are 0 and their factors must be too).
       auto token_scales = [&](float4& lo, float4& hi) {
         const int t = 16 * ww + wide_launder(lane) / 4, valid = kv_len - mine * kMlaTileKeys;
-        const float* tsc = reinterpret_cast<const float*>(base + S::kRaw + (wg ? st1 : st0) * S::kRawStride +
-                                                          Tile::tail(0));
-        lo = t < valid ? *reinterpret_cast<const float4*>(tsc + t * kTailRow) : make_float4(0.f, 0.f, 0.f, 0.f);
-        hi = t + 8 < valid ? *reinterpret_cast<const float4*>(tsc + (t + 8) * kTailRow) : make_float4(0.f, 0.f, 0.f, 0.f);
+        const float* tsc = tile_scales(wg ? st1 : st0);
+        lo = t < valid ? *reinterpret_cast<const float4*>(tsc + t * kRow) : make_float4(0.f, 0.f, 0.f, 0.f);
+        hi = t + 8 < valid ? *reinterpret_cast<const float4*>(tsc + (t + 8) * kRow) : make_float4(0.f, 0.f, 0.f, 0.f);
       };
       if constexpr (kDF) {  // the warp's largest |scale| of each group over its 16 tokens (fmaxf drops NaN)
         float4 lo = make_float4(0.f, 0.f, 0.f, 0.f), hi = lo;
@@ -904,8 +906,7 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
         const uint32_t raw = sbase + S::kRaw + stage * S::kRawStride;
         const uint64_t p_desc = wgmma_desc_sw128(sbase + S::kPt + t * S::kBlock, 16, 1024);
         const int lo = wide_launder(lane);
-        // kDs: the tile's scales, taken per group below.
-        const float* tsc = reinterpret_cast<const float*>(base + S::kRaw + stage * S::kRawStride + Tile::tail(0));
+        const float* tsc = tile_scales(stage);  // kDs: taken per group below
         auto ot_addr = [&](int gi) {  // tokens 32 (gi % 2) + lane, columns 256 wg + 64 (gi / 2) + 16 ww
           return raw + Tile::latent(32 * (gi % 2) + lo, 256 * wg + 64 * (gi / 2) + 16 * ww);
         };
@@ -943,8 +944,7 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
 #pragma unroll
               for (int s2 = 0; s2 < 2; ++s2) {
                 const int t0 = 32 * (gi % 2) + 16 * s2 + 2 * cq;
-                const float* c0 = tsc + t0 * (Tile::kTailStride / 4) + grp;
-                constexpr int kRow = Tile::kTailStride / 4;
+                const float* c0 = tsc + t0 * kRow + grp;
                 const float s0 = c0[0], s1 = c0[kRow], s8 = c0[8 * kRow], s9 = c0[9 * kRow];
                 uint32_t* set = a[gi % 2] + 4 * s2;
                 if constexpr (kH) {

@@ -205,11 +205,11 @@ def mla_cases(mesh):
     # Sparse lists over 656-byte rows (float16 reading) with sinks split with the heads, no topk_lens;
     # and over an e4m3 combined cache with kv_scale.
     sinks = jnp.asarray(rng.standard_normal(heads), jnp.float32)
-    ds_rows = _fp8.pack_ds_rows(cache[..., :512], cache[..., 512:])
+    rows = _fp8.pack_ds_rows(cache[..., :512], cache[..., 512:])  # DeepSeek-V3.2's 656-byte rows
     check("mla sparse, 656-byte rows, sinks, sequences on dp, heads on tp",
           lambda *a: jaxpaged.mla_decode_sparse(*a[:5], scale=0.05, ds_dequant="float16", sinks=a[5]),
           lambda *a: reference.mla_decode_sparse(*a[:5], scale=0.05, ds_dequant="float16", sinks=a[5]),
-          (q_nope, q_pe, ds_rows, None, slots, sinks),
+          (q_nope, q_pe, rows, None, slots, sinks),
           [q_spec, q_spec, (None, None, None), None, ("dp", None, None), ("tp",)], ("dp", None, "tp"), mesh)
     check("mla sparse, fp8 cache, sequences on dp, heads on tp",
           lambda *a: jaxpaged.mla_decode_sparse(*a, scale=0.05, kv_scale=0.01),
@@ -224,11 +224,16 @@ def mla_cases(mesh):
           lambda *a: reference.mla_decode(*a, scale=0.05, causal=True, kv_scale=0.01),
           (q_nope, q_pe, fp8_cache, None, lens, table),
           [q_spec, q_spec, (None, None, None), None, ("dp",), ("dp", None)], ("dp", None, "tp"), mesh)
-    # DeepSeek-V3.2's 656-byte rows read as float16 (the ds_read attribute travels with the call).
-    rows = _fp8.pack_ds_rows(cache[..., :512], cache[..., 512:])
+    # The 656-byte rows read as float16 (the ds_read attribute travels with the call).
     check("mla 656-byte rows read as float16, sequences on dp, heads on tp",
           lambda *a: jaxpaged.mla_decode(*a, scale=0.05, causal=True, ds_dequant="float16"),
           lambda *a: reference.mla_decode(*a, scale=0.05, causal=True, ds_dequant="float16"),
+          (q_nope, q_pe, rows, None, lens, table),
+          [q_spec, q_spec, (None, None, None), None, ("dp",), ("dp", None)], ("dp", None, "tp"), mesh)
+    # ... and with fp8_math (a permission the CPU kernel does not use: the exact reading's results).
+    check("mla 656-byte rows, fp8_math, sequences on dp, heads on tp",
+          lambda *a: jaxpaged.mla_decode(*a, scale=0.05, causal=True, fp8_math=True),
+          lambda *a: reference.mla_decode(*a, scale=0.05, causal=True),
           (q_nope, q_pe, rows, None, lens, table),
           [q_spec, q_spec, (None, None, None), None, ("dp",), ("dp", None)], ("dp", None, "tp"), mesh)
     check("mla split caches, sequences on dp, heads on tp", op, ref,

@@ -136,9 +136,9 @@ def test_gqa_decode_loop_matches_dense_model(rng, cache_dtype, use_plan, traced_
 
     @functools.partial(jax.jit, static_argnums=7, donate_argnums=0)
     def step_with(caches, scale_args, rows, slots, lengths, tables, cu, prefill):
-        fp8 = dict(k_scale=scale_args[0], v_scale=scale_args[1]) if cache_dtype else {}
-        if cache_dtype and not traced_pad:
-            fp8 = dict(k_scale=scales[0], v_scale=scales[1])  # (Python numbers: static)
+        # (traced_pad: the jit arguments; else the Python numbers, static)
+        k_scale, v_scale = scale_args if traced_pad else scales
+        fp8 = dict(k_scale=k_scale, v_scale=v_scale) if cache_dtype else {}
         x = w["embed"][rows]
         new = []
         cu = cu if prefill else None

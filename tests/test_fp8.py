@@ -567,7 +567,10 @@ def _fp8_math_bound(q_nope, q_pe, ckv, kv_scale, kv_lens, table, scale, causal):
     656-byte rows (ckv uint8; kv_scale unused): P_g = e4m3(p x s[t][g] x 2^-E_g) per latent group g
     of 128 columns, E_g growing to the exponent above the largest scale seen (2^E_g <= 2 max_t
     s[t][g] over the sequence), so the subnormal term is 2^-10 2^E_g sum |e4m3 value| / sum p*
-    per column of group g, the rest as above with the values read exactly."""
+    per column of group g, the rest as above with the values read exactly. The kernel forms
+    p x 2^-8 x s[t][g] x 2^-E_g in f16 before its e4m3 byte (three f16 roundings, 2^-11 relative
+    each, 2^-17 of an e4m3 step absolute below f16's normals): 2^-4 grows to 2^-4 + 2^-9 and
+    2^-10 to 2^-10 + 2^-15."""
     ds = ckv.dtype == jnp.uint8
     if ds:
         lat, rope = _fp8.unpack_ds_rows(ckv)
@@ -602,11 +605,11 @@ def _fp8_math_bound(q_nope, q_pe, ckv, kv_scale, kv_lens, table, scale, causal):
         eps = np.maximum(2.0**-8 * np.abs(np.where(np.isfinite(s), s, 0)).max(-1, keepdims=True),
                          2.0**-10 * sums.max(-1, keepdims=True))
         absv = np.abs(keys[:, :512])
-        rel = (2.0**-4 + 2.0**-7 + np.expm1(2 * eps)) * (1 + 2.0**-4) * (p @ absv) / den
+        rel = (2.0**-4 + (2.0**-9 if ds else 0) + 2.0**-7 + np.expm1(2 * eps)) * (1 + 2.0**-4) * (p @ absv) / den
         if ds:
             rows = (table[b, np.arange(n) // page], np.arange(n) % page)
             unit = 2 * np.repeat(group_scales[rows].max(axis=0), 128)  # [512]: 2 max_t s[t][g] per column
-            sub = 2.0**-10 * np.where(ok, (p > 0).astype(np.float64), 0) @ raw[rows] * unit / den
+            sub = (2.0**-10 + 2.0**-15) * np.where(ok, (p > 0).astype(np.float64), 0) @ raw[rows] * unit / den
         else:
             sub = 2.0**-10 * np.where(ok, (p > 0).astype(np.float64), 0) @ absv / den
         bound[b] = rel + sub
@@ -731,6 +734,38 @@ def test_mla_656_fp8_math_with_scales_across_tokens(rng, heads):
         return
     _check_fp8_math(out, lse, exact_out, case.q_nope, case.q_pe, ckv, None, {}, case.kv_lens, case.block_tables,
                     scale, False)
+
+
+@pytest.mark.parametrize("heads", [16, 128])
+def test_mla_656_fp8_math_negative_and_nan_scales(rng, heads):
+    """656-byte rows whose slot 9 of every page has a negative group 1 scale (finite: its values
+    negated, as the reference reads them), and a third sequence with a NaN group 0 scale at its
+    key 5: the fp8 mode keeps test_mla_fp8_math's bound on the first two sequences (a warp with a
+    negative factor stores its P^T by the float32 path, the others by the f16 one) and the third is
+    NaN in every row, as the reference's; elsewhere the exact reading."""
+    page, scale = 64, 0.07
+    case = mla_case(rng, kv_lens=[700, 300, 130], s_q=1, num_heads=heads, page_size=page, dtype=Q_DTYPE,
+                    combined=True)
+    raw = np.asarray(_fp8.pack_ds_rows(case.ckv_cache[..., :512], case.ckv_cache[..., 512:])).copy()
+    scales = raw[..., 512:528].copy().view(np.float32)  # [pages, page, 4]
+    scales[:, 9, 1] *= -1
+    table = np.asarray(case.block_tables)
+    scales[table[2, 0], 5, 0] = np.nan
+    raw[..., 512:528] = scales.view(np.uint8)
+    ckv = jnp.asarray(raw)
+    args = (case.q_nope, case.q_pe, ckv, None, case.kv_lens, case.block_tables)
+    call = lambda fp8_math: jax.jit(functools.partial(jaxpaged.mla_decode, scale=scale,  # noqa: E731
+                                                      fp8_math=fp8_math))(*args)
+    out, lse = call(True)
+    exact_out, exact_lse = call(False)
+    ref_out, _ = reference.mla_decode(*args, scale=scale)
+    assert np.all(np.isnan(np.asarray(ref_out[2], np.float32))) and np.all(np.isnan(np.asarray(out[2], np.float32)))
+    if not HOPPER:
+        np.testing.assert_array_equal(np.asarray(out, np.float32), np.asarray(exact_out, np.float32))
+        np.testing.assert_array_equal(np.asarray(lse), np.asarray(exact_lse))
+        return
+    _check_fp8_math(out[:2], lse[:2], exact_out[:2], case.q_nope[:2], case.q_pe[:2], ckv, None, {},
+                    case.kv_lens[:2], case.block_tables[:2], scale, False)
 
 
 def test_mla_fp8_math_errors_name_the_argument(rng):

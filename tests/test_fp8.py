@@ -567,10 +567,7 @@ def _fp8_math_bound(q_nope, q_pe, ckv, kv_scale, kv_lens, table, scale, causal):
     656-byte rows (ckv uint8; kv_scale unused): P_g = e4m3(p x s[t][g] x 2^-E_g) per latent group g
     of 128 columns, E_g growing to the exponent above the largest scale seen (2^E_g <= 2 max_t
     s[t][g] over the sequence), so the subnormal term is 2^-10 2^E_g sum |e4m3 value| / sum p*
-    per column of group g, the rest as above with the values read exactly. The kernel forms
-    p x 2^-8 x s[t][g] x 2^-E_g in f16 before its e4m3 byte (three f16 roundings, 2^-11 relative
-    each, 2^-17 of an e4m3 step absolute below f16's normals): 2^-4 grows to 2^-4 + 2^-9 and
-    2^-10 to 2^-10 + 2^-15."""
+    per column of group g, the rest as above with the values read exactly."""
     ds = ckv.dtype == jnp.uint8
     if ds:
         lat, rope = _fp8.unpack_ds_rows(ckv)
@@ -605,11 +602,11 @@ def _fp8_math_bound(q_nope, q_pe, ckv, kv_scale, kv_lens, table, scale, causal):
         eps = np.maximum(2.0**-8 * np.abs(np.where(np.isfinite(s), s, 0)).max(-1, keepdims=True),
                          2.0**-10 * sums.max(-1, keepdims=True))
         absv = np.abs(keys[:, :512])
-        rel = (2.0**-4 + (2.0**-9 if ds else 0) + 2.0**-7 + np.expm1(2 * eps)) * (1 + 2.0**-4) * (p @ absv) / den
+        rel = (2.0**-4 + 2.0**-7 + np.expm1(2 * eps)) * (1 + 2.0**-4) * (p @ absv) / den
         if ds:
             rows = (table[b, np.arange(n) // page], np.arange(n) % page)
             unit = 2 * np.repeat(group_scales[rows].max(axis=0), 128)  # [512]: 2 max_t s[t][g] per column
-            sub = (2.0**-10 + 2.0**-15) * np.where(ok, (p > 0).astype(np.float64), 0) @ raw[rows] * unit / den
+            sub = 2.0**-10 * np.where(ok, (p > 0).astype(np.float64), 0) @ raw[rows] * unit / den
         else:
             sub = 2.0**-10 * np.where(ok, (p > 0).astype(np.float64), 0) @ absv / den
         bound[b] = rel + sub
@@ -740,9 +737,9 @@ def test_mla_656_fp8_math_with_scales_across_tokens(rng, heads):
 def test_mla_656_fp8_math_negative_and_nan_scales(rng, heads):
     """656-byte rows whose slot 9 of every page has a negative group 1 scale (finite: its values
     negated, as the reference reads them), and a third sequence with a NaN group 0 scale at its
-    key 5: the fp8 mode keeps test_mla_fp8_math's bound on the first two sequences (a warp with a
-    negative factor stores its P^T by the float32 path, the others by the f16 one) and the third is
-    NaN in every row, as the reference's; elsewhere the exact reading."""
+    key 5: the fp8 mode keeps test_mla_fp8_math's bound on the first two sequences (negative
+    factors in P^T, the scores' scale FMAs and E_g from |scale|) and the third is NaN in every row,
+    as the reference's; elsewhere the exact reading."""
     page, scale = 64, 0.07
     case = mla_case(rng, kv_lens=[700, 300, 130], s_q=1, num_heads=heads, page_size=page, dtype=Q_DTYPE,
                     combined=True)

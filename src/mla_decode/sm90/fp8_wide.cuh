@@ -793,10 +793,26 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
           token_scales(lo, hi);
           const float slo[4] = {lo.x, lo.y, lo.z, lo.w}, shi[4] = {hi.x, hi.y, hi.z, hi.w};
           float f_lo[4], f_hi[4];
+          // (E_g is the same in the whole block: while every E_g is within float32's normal
+          // exponents - scales between about 2^-126 and 2^126 - 2^-E_g is one float, built from its
+          // bits, and each factor one multiply; else ldexpf's range splitting. No nonzero scale yet:
+          // the tokens' scales are 0 or NaN, their factors 0 or NaN.)
+          bool normal_e = true;
 #pragma unroll
-          for (int G = 0; G < 4; ++G) {  // (no nonzero scale yet: the tokens' scales are 0 or NaN)
-            f_lo[G] = ex_g[G] == kNoExp ? slo[G] * 0.f : ldexpf(slo[G], -ex_g[G]);
-            f_hi[G] = ex_g[G] == kNoExp ? shi[G] * 0.f : ldexpf(shi[G], -ex_g[G]);
+          for (int G = 0; G < 4; ++G) normal_e &= ex_g[G] == kNoExp || (ex_g[G] >= -126 && ex_g[G] <= 126);
+          if (normal_e) {
+#pragma unroll
+            for (int G = 0; G < 4; ++G) {
+              const float down = ex_g[G] == kNoExp ? 0.f : __int_as_float((127 - ex_g[G]) << 23);
+              f_lo[G] = slo[G] * down;
+              f_hi[G] = shi[G] * down;
+            }
+          } else {
+#pragma unroll
+            for (int G = 0; G < 4; ++G) {
+              f_lo[G] = ex_g[G] == kNoExp ? slo[G] * 0.f : ldexpf(slo[G], -ex_g[G]);
+              f_hi[G] = ex_g[G] == kNoExp ? shi[G] * 0.f : ldexpf(shi[G], -ex_g[G]);
+            }
           }
           // (the probabilities in sacc's place - each read once into p_of_block - then per group
           // the products with the factors, packed as kF8's, one stmatrix a group and 4 n-blocks)

@@ -638,11 +638,16 @@ def test_mla_fp8_math(rng, fmt, heads, s_q, page_size, causal, kv_lens, scale):
     else:
         mode = WIDE_FP8_MATH and heads * s_q > 16 and page_size >= 64
     if not mode:  # a permission only: the same results where no kernel has the mode
-        np.testing.assert_array_equal(np.asarray(out, np.float32), np.asarray(exact_out, np.float32))
-        np.testing.assert_array_equal(np.asarray(lse), np.asarray(exact_lse))
+        _assert_exact_path(out, lse, exact_out, exact_lse)
         return
     _check_fp8_math(out, lse, exact_out, case.q_nope, case.q_pe, ckv, kpe, kw, case.kv_lens, case.block_tables,
                     scale, causal)
+
+
+def _assert_exact_path(out, lse, exact_out, exact_lse):
+    """fp8_math is a permission only: where no kernel has the mode, the exact path's bits."""
+    np.testing.assert_array_equal(np.asarray(out, np.float32), np.asarray(exact_out, np.float32))
+    np.testing.assert_array_equal(np.asarray(lse), np.asarray(exact_lse))
 
 
 def _check_fp8_math(out, lse, exact_out, q_nope, q_pe, ckv, kpe, kw, kv_lens, table, scale, causal):
@@ -692,8 +697,7 @@ def test_mla_fp8_math_under_vmap_with_a_plan_and_sinks(rng, fmt):
     out_s, lse_s = mapped(True, True)
     if not (HOPPER if fmt == "656" else WIDE_FP8_MATH and heads > 16):  # a permission only
         exact_s, exact_lse_s = mapped(False, True)
-        np.testing.assert_array_equal(np.asarray(out_s, np.float32), np.asarray(exact_s, np.float32))
-        np.testing.assert_array_equal(np.asarray(lse_s), np.asarray(exact_lse_s))
+        _assert_exact_path(out_s, lse_s, exact_s, exact_lse_s)
         return
     out, lse = mapped(True, False)
     exact_out, _ = mapped(False, False)
@@ -726,8 +730,7 @@ def test_mla_656_fp8_math_with_scales_across_tokens(rng, heads):
     out, lse = call(True)
     exact_out, exact_lse = call(False)
     if not HOPPER:
-        np.testing.assert_array_equal(np.asarray(out, np.float32), np.asarray(exact_out, np.float32))
-        np.testing.assert_array_equal(np.asarray(lse), np.asarray(exact_lse))
+        _assert_exact_path(out, lse, exact_out, exact_lse)
         return
     _check_fp8_math(out, lse, exact_out, case.q_nope, case.q_pe, ckv, None, {}, case.kv_lens, case.block_tables,
                     scale, False)
@@ -758,8 +761,7 @@ def test_mla_656_fp8_math_negative_and_nan_scales(rng, heads):
     ref_out, _ = reference.mla_decode(*args, scale=scale)
     assert np.all(np.isnan(np.asarray(ref_out[2], np.float32))) and np.all(np.isnan(np.asarray(out[2], np.float32)))
     if not HOPPER:
-        np.testing.assert_array_equal(np.asarray(out, np.float32), np.asarray(exact_out, np.float32))
-        np.testing.assert_array_equal(np.asarray(lse), np.asarray(exact_lse))
+        _assert_exact_path(out, lse, exact_out, exact_lse)
         return
     _check_fp8_math(out[:2], lse[:2], exact_out[:2], case.q_nope[:2], case.q_pe[:2], ckv, None, {},
                     case.kv_lens[:2], case.block_tables[:2], scale, False)

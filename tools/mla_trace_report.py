@@ -38,7 +38,7 @@ NAMES = {
 # 90-95 the loader's (one thread; its tiles counted as the compute side pairs them).
 WIDE_NAMES = {
     60: "start", 61: "sequence start", 62: "queries ready (Q^T barrier passed)", 63: "pair start",
-    64: "S^T tile's full wait passed", 65: "S^T issued (its last k-step)", 66: "S^T done", 67: "vote barrier passed",
+    64: "S^T tile's full wait passed (halves: its first half)", 65: "S^T issued (its last k-step)", 66: "S^T done", 67: "vote barrier passed",
     68: "maxima exchanged (rescaling pairs only)", 69: "P^T stored", 70: "P^T barrier passed",
     71: "O^T tile 0: full wait passed", 72: "O^T tile 0 issued (its last k-step)", 73: "O^T tile 0 done",
     74: "tile 0's buffer handed back (sparse: O^T done; handed back before)",

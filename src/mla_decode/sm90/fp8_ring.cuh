@@ -55,13 +55,18 @@ struct MlaRawTile {
 // at raw0 + (use % kStages) * kMlaRawBytes (kDs: kMlaDsRawBytes) as five TMA boxes (64 tokens x
 // 128 bytes, the 128-byte swizzle: the map's; kDs: four latent boxes and the 144-byte tail box),
 // after the buffer's `empty` barrier completes its previous phase; its landing
-// completes full[use % kFull] (count 1: this thread's arrival with the bytes). kFull is kStages or a
+// completes full[use % kFull] (count 1: this thread's arrival with the bytes; kHalves: below, two
+// barriers a buffer, one per half). kFull is kStages or a
 // multiple of it, when several warpgroups each wait on their own barrier of a buffer (fp8_narrow.cuh
 // says why). sBad[stage]: the tile's page id was out of range (the engine zero-fills a box outside
 // the map; the compute side makes the sequence NaN). Call from one thread.
 // kDs: 656-byte rows - cache_map brings the four latent boxes, tail_map the 144-byte rest of each
 // row, and buffers are kMlaDsRawBytes apart.
-template <int kStages, int kFull, bool kDs = false>
+// kHalves (the wide kernel's kDF): each buffer has two full barriers, full[2 stage] for its first half
+// (latent blocks 0-1, and kDs: the tails, whose scales and rope its S^T reads first) and
+// full[2 stage + 1] for the rest, issued in that order, so that S^T may start on the first half
+// while the second lands (kFull: 2 kStages).
+template <int kStages, int kFull, bool kDs = false, bool kHalves = false>
 __device__ __forceinline__ void mla_fp8_tma_ring(const MlaDecodeParams& p, int page_shift, const MlaSchedule& s,
                                                  int part, int first_b, int last_b, int64_t capacity,
                                                  const CUtensorMap* cache_map, unsigned char* raw0, uint64_t* full,
@@ -69,6 +74,7 @@ __device__ __forceinline__ void mla_fp8_tma_ring(const MlaDecodeParams& p, int p
   constexpr int kStride = kDs ? kMlaDsRawBytes : kMlaRawBytes;
   if constexpr (kDs) tma_prefetch_map(tail_map);
   static_assert(kFull % kStages == 0, "a full barrier belongs to one buffer");
+  static_assert(!kHalves || kFull == 2 * kStages, "two full barriers a buffer");
   tma_prefetch_map(cache_map);
   // The timeline probe's marks (trace.cuh: only in tools/mla_trace.cu's build; role 2): 90 start,
   // 91 a sequence, 92 / 94 a tile's empty wait passed and 93 / 95 its copies issued (tile 0 / 1 of
@@ -93,7 +99,17 @@ __device__ __forceinline__ void mla_fp8_tma_ring(const MlaDecodeParams& p, int p
       const int slot = (u * kMlaTileKeys) & int(p.page_size - 1);
       unsigned char* raw = raw0 + stage * kStride;
       uint64_t* landed = &full[use % kFull];
-      if constexpr (kDs) {
+      if constexpr (kHalves) {
+        uint64_t* first = &full[2 * stage];
+        uint64_t* rest = first + 1;
+        mbar_arrive_expect_tx(first, 2 * kMlaRawBlock + (kDs ? 64 * kMlaDsTailRow : 0));
+        for (int cb = 0; cb < 2; ++cb) tma_load_3d(raw + cb * kMlaRawBlock, cache_map, cb * 128, slot, page, first);
+        if constexpr (kDs) tma_load_3d(raw + 4 * kMlaRawBlock, tail_map, kMlaDsScalesAt, slot, page, first);
+        constexpr int kRest = kDs ? 2 : kMlaRawBlocks - 2;
+        mbar_arrive_expect_tx(rest, kRest * kMlaRawBlock);
+#pragma unroll
+        for (int cb = 2; cb < 2 + kRest; ++cb) tma_load_3d(raw + cb * kMlaRawBlock, cache_map, cb * 128, slot, page, rest);
+      } else if constexpr (kDs) {
         mbar_arrive_expect_tx(landed, kMlaDsTileBytes);
 #pragma unroll
         for (int cb = 0; cb < 4; ++cb) tma_load_3d(raw + cb * kMlaRawBlock, cache_map, cb * 128, slot, page, landed);

@@ -114,8 +114,8 @@ struct MlaWideSmemT {
   static constexpr int kQk = kFlag + 8 * 4;                     // [row]: the row's score scale
   static constexpr int kGmax = kQk + 64 * 4;                    // kDF: [warp][group] floats
   static constexpr int kBad = kGmax + (kDF ? 8 * 4 * 4 : 0);    // [stage] ints, then [warpgroup]
-  static constexpr int kBarriers = kBad + 32;                   // full[stages], empty[stages]
-  static constexpr size_t kAllocBytes = size_t(kBarriers) + 2 * kWideStages * 8 + 1024;  // + alignment
+  static constexpr int kBarriers = kBad + 32;                   // full[2 stages] (kDF: a buffer's halves), empty[stages]
+  static constexpr size_t kAllocBytes = size_t(kBarriers) + 3 * kWideStages * 8 + 1024;  // + alignment
   static_assert(kRaw % 1024 == 0 && kPt % 1024 == 0, "swizzle atoms need aligned bases");
   static_assert(kBad + 4 * (kWideStages + 2) <= kBarriers && kBarriers % 8 == 0, "barriers overlap or misalign");
 };
@@ -159,6 +159,13 @@ __device__ __forceinline__ void wide_v_fragments(uint32_t* set, const uint32_t (
     fp8x4_to_half2x2_bits<kE5m2>(even, set[4 * s + 0], set[4 * s + 2]);
     fp8x4_to_half2x2_bits<kE5m2>(odd, set[4 * s + 1], set[4 * s + 3]);
   }
+}
+
+// kDF's powers of two: 2^e from its bits, for e within float32's normal exponents (-126 .. 127),
+// and for any e (ldexpf past them: a subnormal, 0 or inf).
+__device__ __forceinline__ float wide_pow2_normal(int e) { return __int_as_float((e + 127) << 23); }
+__device__ __forceinline__ float wide_pow2(int e) {
+  return e >= -126 && e <= 127 ? wide_pow2_normal(e) : ldexpf(1.f, e);
 }
 
 // kF8 (the fp8-math mode): two values as e4m3, x0 in the low byte (round to nearest even, saturated
@@ -225,8 +232,19 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
   constexpr bool kB = kDs && !kH;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* base = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+  // kHalves (kDF's dense tiles): two full barriers a buffer, one per half (mla_fp8_tma_ring's
+  // kHalves: full[2 stage] latent blocks 0-1 and the tails, full[2 stage + 1] the rest), so that
+  // S^T starts on the first half; the other modes, one a buffer (measured, NOTES item 83: the
+  // halves cut kDF's time by 2-3% and cost kF8's 1-2%).
+  constexpr bool kHalves = kDF && !kSparse;
+  constexpr int kFullPer = kHalves ? 2 : 1;
   uint64_t* full = reinterpret_cast<uint64_t*>(base + S::kBarriers);
-  uint64_t* empty = full + kWideStages;
+  uint64_t* empty = full + 2 * kWideStages;
+  // A buffer's first half landed (one barrier a buffer: the whole tile), and its second (all of it).
+  auto wait_first = [&](int stage, uint32_t ph) { mbar_wait(&full[kFullPer * stage], ph); };
+  auto wait_rest = [&](int stage, uint32_t ph) {
+    if constexpr (kHalves) mbar_wait(&full[2 * stage + 1], ph);
+  };
   int* sBad = reinterpret_cast<int*>(base + S::kBad);
   float* sMax = reinterpret_cast<float*>(base + S::kMax);
   float* sSum = reinterpret_cast<float*>(base + S::kSum);
@@ -245,7 +263,8 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
 
   if (tid == 0) {
     for (int i = 0; i < kWideStages; ++i) {
-      mbar_init(&full[i], kSparse ? 128 : 1);  // the loader's arrival with the bytes (kSparse: each of its 128 threads')
+      for (int h = 0; h < kFullPer; ++h)  // the loader's arrival with the bytes (kSparse: each of its 128 threads')
+        mbar_init(&full[kFullPer * i + h], kSparse ? 128 : 1);
       mbar_init(&empty[i], 8);  // each warp of both compute warpgroups
     }
     fence_proxy_async_shared();
@@ -259,8 +278,8 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
       mla_ds_gather_ring<kWideStages>(p, s, part, first_b, last_b, capacity, base + S::kRaw, full, empty,
                                       sBad, tid - 256);
     } else if (warp == 8 && lane == 0) {
-      mla_fp8_tma_ring<kWideStages, kWideStages, kDs>(p, page_shift, s, part, first_b, last_b, capacity, cache_map,
-                                                      base + S::kRaw, full, empty, sBad, tail_map);
+      mla_fp8_tma_ring<kWideStages, kFullPer * kWideStages, kDs, kHalves>(
+          p, page_shift, s, part, first_b, last_b, capacity, cache_map, base + S::kRaw, full, empty, sBad, tail_map);
     }
     return;
   }
@@ -493,7 +512,8 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
       float sacc[32];
       if (own) {
         const int stage = wg ? st1 : st0;
-        mbar_wait(&full[stage], wg ? ph1 : ph0);
+        const uint32_t ph = wg ? ph1 : ph0;
+        wait_first(stage, ph);
         tr(64);
         bad |= sBad[stage] != 0;
         if constexpr (kDF) {
@@ -521,6 +541,7 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
           wgmma_commit();
 #pragma unroll
           for (int grp = 1; grp < 4; ++grp) {
+            if (grp == 2) wait_rest(stage, ph);  // (latent blocks 2-3)
             if (grp > 1) {
               wgmma_fence();
               group_steps(part, grp);
@@ -711,19 +732,36 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
           pm[2] = fmaxf(pm[2], x.z);
           pm[3] = fmaxf(pm[3], x.w);
         }
+        // (the four exponents at once, a normal pm's from its bits - frexp only for a subnormal
+        // one -, then one test: after a sequence's first pairs E_g seldom grows)
+        int ex[4];
+        bool tiny = false, grows = false;
 #pragma unroll
         for (int G = 0; G < 4; ++G) {
-          int ex = kNoExp;
-          if (pm[G] > 0.f) frexpf(fminf(pm[G], 3.0e38f), &ex);
-          if (ex > ex_g[G]) {
-            if (ex_g[G] != kNoExp && G / 2 == wg) {
-              const float down = ldexpf(1.f, ex_g[G] - ex);
+          const float x = fminf(pm[G], 3.0e38f);
+          ex[G] = x >= 1.17549435e-38f ? (__float_as_int(x) >> 23) - 126 : kNoExp;
+          tiny |= pm[G] > 0.f && ex[G] == kNoExp;
+        }
+        if (tiny) {
 #pragma unroll
-              for (int h = 0; h < 2; ++h)
+          for (int G = 0; G < 4; ++G)
+            if (pm[G] > 0.f && ex[G] == kNoExp) frexpf(pm[G], &ex[G]);
+        }
 #pragma unroll
-                for (int i = 0; i < 32; ++i) o[2 * (G % 2) + h][i] *= down;
+        for (int G = 0; G < 4; ++G) grows |= ex[G] > ex_g[G];
+        if (grows) {
+#pragma unroll
+          for (int G = 0; G < 4; ++G) {
+            if (ex[G] > ex_g[G]) {
+              if (ex_g[G] != kNoExp && G / 2 == wg) {
+                const float down = wide_pow2(ex_g[G] - ex[G]);
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+#pragma unroll
+                  for (int i = 0; i < 32; ++i) o[2 * (G % 2) + h][i] *= down;
+              }
+              ex_g[G] = ex[G];
             }
-            ex_g[G] = ex;
           }
         }
       }
@@ -800,20 +838,26 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
           bool normal_e = true;
 #pragma unroll
           for (int G = 0; G < 4; ++G) normal_e &= ex_g[G] == kNoExp || (ex_g[G] >= -126 && ex_g[G] <= 126);
-          if (normal_e) {
+          auto factors = [&](auto normal) {
 #pragma unroll
             for (int G = 0; G < 4; ++G) {
-              const float down = ex_g[G] == kNoExp ? 0.f : __int_as_float((127 - ex_g[G]) << 23);
-              f_lo[G] = slo[G] * down;
-              f_hi[G] = shi[G] * down;
+              if (ex_g[G] == kNoExp) {
+                f_lo[G] = slo[G] * 0.f;
+                f_hi[G] = shi[G] * 0.f;
+              } else if constexpr (decltype(normal)::value) {
+                const float down = wide_pow2_normal(-ex_g[G]);
+                f_lo[G] = slo[G] * down;
+                f_hi[G] = shi[G] * down;
+              } else {
+                f_lo[G] = ldexpf(slo[G], -ex_g[G]);
+                f_hi[G] = ldexpf(shi[G], -ex_g[G]);
+              }
             }
-          } else {
-#pragma unroll
-            for (int G = 0; G < 4; ++G) {
-              f_lo[G] = ex_g[G] == kNoExp ? slo[G] * 0.f : ldexpf(slo[G], -ex_g[G]);
-              f_hi[G] = ex_g[G] == kNoExp ? shi[G] * 0.f : ldexpf(shi[G], -ex_g[G]);
-            }
-          }
+          };
+          if (normal_e)
+            factors(std::true_type{});
+          else
+            factors(std::false_type{});
           // (the probabilities in sacc's place - each read once into p_of_block - then per group
           // the products with the factors, packed as kF8's, one stmatrix a group and 4 n-blocks)
 #pragma unroll
@@ -917,7 +961,8 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
         // (the other warpgroup waited for its tile's bytes before the barriers; this wait, on a
         // phase that cannot move before this warp releases the buffer, passes at once)
         const int stage = t ? st1 : st0;
-        mbar_wait(&full[stage], t ? ph1 : ph0);
+        wait_first(stage, t ? ph1 : ph0);
+        wait_rest(stage, t ? ph1 : ph0);
         tr(71 + 4 * t);  // (tile t's marks: 71-74, 75-78)
         const uint32_t raw = sbase + S::kRaw + stage * S::kRawStride;
         const uint64_t p_desc = wgmma_desc_sw128(sbase + S::kPt + t * S::kBlock, 16, 1024);
@@ -1037,7 +1082,7 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
 #pragma unroll
       for (int mb = 0; mb < 4; ++mb) {
         const int e = wg ? ex_g[2 + mb / 2] : ex_g[mb / 2];  // (group 2 wg + mb / 2; constant indices)
-        e_mb[mb] = e == kNoExp ? 1.f : ldexpf(1.f, e);
+        e_mb[mb] = e == kNoExp ? 1.f : wide_pow2(e);
       }
     }
     tr(81);

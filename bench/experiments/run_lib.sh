@@ -36,13 +36,14 @@ build_into() {
   export PYTHONPATH=$1:$PYTHONPATH
 }
 
-# tests_of_build LIMIT K FILE...: pytest -n 8 -k K of the named test files of the repository (R)
-# against the build_into build, within LIMIT s (log $OUT/tests.log); its last line and failures.
+# tests_of_build LIMIT K FILE...: pytest -n TESTS_N (default 8) -v -k K of the named test files of
+# the repository (R) against the build_into build, within LIMIT s (log $OUT/tests.log: -v names
+# each case that finished, so a cut run says which ran); its last line and failures.
 tests_of_build() {
   local limit=$1 k=$2 f files=()
   shift 2
   for f in "$@"; do files+=("$R/tests/$f"); done
-  timeout "$limit" python3 -m pytest -q -p no:cacheprovider -n 8 "${files[@]}" -k "$k" > "$OUT/tests.log" 2>&1
+  timeout "$limit" python3 -m pytest -v -p no:cacheprovider -n "${TESTS_N:-8}" "${files[@]}" -k "$k" > "$OUT/tests.log" 2>&1
   echo "tests: rc $? - $(tail -1 "$OUT/tests.log")"
   grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -8
 }

@@ -7,7 +7,7 @@
 #   PART=2 (~200 s, right after, AB_REUSE): two alternating rounds of base and four on the kF8
 #     configs (and kDF's h128 b64 as a control: its code is unchanged).
 # four: kF8's shared memory holds five Q^T blocks (its e4m3 queries; it reserved the float16 path's
-# nine) and one P^T block (it reserved two), so four raw buffers fit (~198 KiB): the loader runs a
+# nine) and one P^T block (it reserved two), so four raw buffers fit (213.9 KiB: regions after P^T keep their offsets): the loader runs a
 # whole pair ahead and warpgroup 1's wait for its tile at a pair's start (median 338-422 cycles of
 # kF8's 5,583, session 57's traces) should vanish. Predicted: kF8 -4 to -7% per call.
 set -uo pipefail

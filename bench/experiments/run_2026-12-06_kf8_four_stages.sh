@@ -16,7 +16,7 @@ use_peers
 export PYTHONUNBUFFERED=1
 VARIANTS=(base=. four=patch:$E/2026-12-06_kf8_four_stages.patch)
 if [[ ${PART:-1} == 1 ]]; then
-  AB_TEST="four:tests/test_fp8.py tests/test_mla_sparse.py -n 12 -vv -k mla" AB_TEST_LIMIT=400 \
+  AB_TEST="four:tests/test_fp8.py tests/test_mla_sparse.py -n 12 -vv --durations=25 -k mla" AB_TEST_LIMIT=400 \
   OUT=$OUT timeout 590 bash bench/ab.sh 0 "${VARIANTS[@]}" > "$OUT/ab_build_tests.log" 2>&1
   grep -E "BUILD|PATCH|builds" "$OUT/ab_build_tests.log" | cut -c1-150 | head -6
   echo "passed: $(grep -c ' PASSED' "$OUT/tests_four.log")  failed: $(grep -c ' FAILED' "$OUT/tests_four.log")"

@@ -8,6 +8,13 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))  # tests/cases.py
 
+# On a GPU, XLA autotunes each new float32 matmul of the references (and of the tests' own jnp), in
+# every pytest worker, by compiling and timing many variants; the GPU suite's cases took 50-140 s
+# each there against 2-7 s on a CPU (NOTES item 83 h). The tests take XLA's default algorithms
+# instead (correct, only not tuned). A caller's own XLA_FLAGS setting of the level wins.
+if "--xla_gpu_autotune_level" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_gpu_autotune_level=0").strip()
+
 try:
     import jaxpaged  # noqa: F401
 except ImportError as e:  # the source tree shadows the installed package: it has no compiled module

@@ -98,10 +98,11 @@ __device__ __forceinline__ void mla_fp8_tma_ring(const MlaDecodeParams& p, int p
       sBad[stage] = mla_entry_ok<false>(p, page, 0) ? 0 : 1;
       const int slot = (u * kMlaTileKeys) & int(p.page_size - 1);
       unsigned char* raw = raw0 + stage * kStride;
-      uint64_t* landed = &full[use % kFull];
+      // (kHalves: the buffer's first half's barrier; the rest's is the next)
+      uint64_t* landed = kHalves ? &full[2 * stage] : &full[use % kFull];
       if constexpr (kHalves) {
-        uint64_t* first = &full[2 * stage];
-        uint64_t* rest = first + 1;
+        uint64_t* first = landed;
+        uint64_t* rest = landed + 1;
         mbar_arrive_expect_tx(first, 2 * kMlaRawBlock + (kDs ? 64 * kMlaDsTailRow : 0));
         for (int cb = 0; cb < 2; ++cb) tma_load_3d(raw + cb * kMlaRawBlock, cache_map, cb * 128, slot, page, first);
         if constexpr (kDs) tma_load_3d(raw + 4 * kMlaRawBlock, tail_map, kMlaDsScalesAt, slot, page, first);

@@ -137,6 +137,13 @@ CONFIGS = [
     Mla("sparse_f16_h128_b128_topk2048", cache="656", batch=128, topk=2048, ds_dequant="float16"),
     Mla("sparse_f16_h64_b64_topk2048", cache="656", heads=64, topk=2048, ds_dequant="float16"),
     Mla("sparse_f16_h16_b64_topk2048", cache="656", heads=16, topk=2048, ds_dequant="float16"),
+    # (sparse lists with fp8_math=True: the wide kernel's fp8 mode; FlashMLA beside it reads the rows
+    # in bf16 - its rel_err about a tenth of ours)
+    Mla("sparse_fp8math_h128_b64_topk2048", cache="656", topk=2048, fp8_math=True),
+    Mla("sparse_fp8math_h128_b128_topk2048", cache="656", batch=128, topk=2048, fp8_math=True),
+    Mla("sparse_fp8math_h64_b64_topk2048", cache="656", heads=64, topk=2048, fp8_math=True),
+    Mla("sparse_fp8math_h16_b64_topk2048", cache="656", heads=16, topk=2048, fp8_math=True),
+    Mla("sparse_fp8math_h128_sq2_b32_topk2048", cache="656", batch=32, s_q=2, topk=2048, fp8_math=True),
 ]
 
 
@@ -222,6 +229,8 @@ def sparse_options(cfg: Mla) -> dict:
     opts = dict(scale=1.0 / math.sqrt(192.0))
     if cfg.cache == "656":
         opts["ds_dequant"] = cfg.ds_dequant
+    if cfg.fp8_math:
+        opts["fp8_math"] = True
     return opts
 
 
@@ -247,7 +256,9 @@ def run_config(cfg, rng, copy_GBps, ours_only=False, ours_step=False):
         args, kv_bytes, flops = mla_inputs(cfg, rng)
         opts = sparse_options(cfg)
         ours_q = lambda q_nope, *ops: jaxpaged.mla_decode_sparse(q_nope, *ops, **opts)[0]  # noqa: E731
-        ref = jax.jit(lambda *a: reference.mla_decode_sparse(*a, **opts)[0])
+        # (exact, as the dense configs' reference: an fp8_math config's rel_err is its arithmetic's)
+        ref_opts = {k: v for k, v in opts.items() if k != "fp8_math" and not (cfg.fp8_math and k == "ds_dequant")}
+        ref = jax.jit(lambda *a: reference.mla_decode_sparse(*a, **ref_opts)[0])
         peer_fns = {"flashmla": lambda: peers.flashmla_sparse(cfg, args, opts["scale"])}
     else:
         args, kv_bytes, flops = mla_inputs(cfg, rng)

@@ -275,10 +275,7 @@ def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, sca
     if _checks.is_traced(causal):
         raise ValueError("causal must be a Python bool, not a traced value: mark it static, e.g. "
                          "jax.jit(f, static_argnames=('causal',))")
-    fp8_math = _checks.static_bool("fp8_math", fp8_math)
-    if fp8_math and not (_fp8.is_fp8(jnp.result_type(ckv_cache)) or jnp.result_type(ckv_cache) == jnp.uint8):
-        raise ValueError(f"fp8_math applies to fp8 caches (float8_e4m3fn / float8_e5m2, or 656-byte rows); "
-                         f"ckv_cache is {jnp.result_type(ckv_cache)}")
+    fp8_math = check_fp8_math(fp8_math, ckv_cache)
     kv_lens = _checks.index_array("kv_lens", kv_lens)
     block_tables = _checks.index_array("block_tables", block_tables, out_of_range=-1)
     kpe_cache, options, attrs, sinks = prepare(q_nope, ckv_cache, kpe_cache, scale, kv_scale, sinks, "mla_decode",
@@ -337,6 +334,15 @@ def prepare(q_nope, ckv_cache, kpe_cache, scale, kv_scale, sinks, op: str, ds_de
         return kpe_cache, _checks.option_words(scale, kv_scale), dict(scale=0.0, kv_scale=0.0, ds_read=ds_read), sinks
     return (kpe_cache, jnp.zeros(_checks.EMPTY_OPERAND, jnp.int32), dict(scale=scale, kv_scale=kv_scale, ds_read=ds_read),
             sinks)
+
+
+def check_fp8_math(fp8_math, ckv_cache) -> bool:
+    """fp8_math (dense and sparse MLA decode) checked against the cache; returns it as a bool."""
+    fp8_math = _checks.static_bool("fp8_math", fp8_math)
+    if fp8_math and not (_fp8.is_fp8(jnp.result_type(ckv_cache)) or jnp.result_type(ckv_cache) == jnp.uint8):
+        raise ValueError(f"fp8_math applies to fp8 caches (float8_e4m3fn / float8_e5m2, or 656-byte rows); "
+                         f"ckv_cache is {jnp.result_type(ckv_cache)}")
+    return fp8_math
 
 
 def check_ds_dequant(ds_dequant, q_nope, ckv_cache) -> int:

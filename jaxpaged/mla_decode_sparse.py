@@ -10,19 +10,19 @@ import jax
 import jax.numpy as jnp
 
 from jaxpaged import _checks, _extension, _sinks, _spec
-from jaxpaged.mla_decode import (OPTION_WORDS, cache_dtypes, check_queries_and_caches, prepare,
+from jaxpaged.mla_decode import (OPTION_WORDS, cache_dtypes, check_fp8_math, check_queries_and_caches, prepare,
                                  sequences_and_heads_plan)
 
 
 class _MlaDecodeSparse(_spec.OpSpec):
     """Operands: q_nope, q_pe, ckv_cache, kpe_cache (ckv_cache again for a combined or 656-byte
     cache), indices [B, s_q, topk], topk_lens ([B], or [0]: every index counts), options (as
-    mla_decode's). Params: scale, kv_scale, ds_read (as mla_decode's). Results: out, lse."""
+    mla_decode's). Params: scale, kv_scale, ds_read, fp8_math (as mla_decode's). Results: out, lse."""
 
     name = "mla_decode_sparse"
 
     def abstract_eval(self, q_nope, q_pe, ckv_cache, kpe_cache, indices, topk_lens, options, *, scale, kv_scale,
-                      ds_read):
+                      ds_read, fp8_math):
         batch, s_q, num_heads, num_pages, page_size = check_queries_and_caches(q_nope, q_pe, ckv_cache, kpe_cache)
         if indices.ndim != 3:
             raise ValueError(f"indices must have shape [B, s_q, topk]; got shape {indices.shape}")
@@ -41,7 +41,8 @@ class _MlaDecodeSparse(_spec.OpSpec):
         batch, s_q, num_heads, _ = q_nope.shape
         return _extension.mla_decode_sparse_workspace_bytes(
             batch=batch, s_q=s_q, num_heads=num_heads, topk=indices.shape[2], page_size=ckv_cache.shape[1],
-            device=device, ds_read=int(params["ds_read"]), **cache_dtypes(q_nope, ckv_cache, kpe_cache))
+            device=device, ds_read=int(params["ds_read"]), fp8_math=int(params["fp8_math"]),
+            **cache_dtypes(q_nope, ckv_cache, kpe_cache))
 
     def batch(self, args, dims, **params):
         """vmap folds the mapped axis into the batch axis. With mapped caches, instance i's token
@@ -78,7 +79,7 @@ mla_decode_sparse_p = _spec.define(_MlaDecodeSparse())
 
 
 def mla_decode_sparse(q_nope, q_pe, ckv_cache, kpe_cache, indices, *, scale, topk_lens=None, kv_scale=None,
-                      sinks=None, ds_dequant="float32"):
+                      sinks=None, ds_dequant="float32", fp8_math=False):
     """Sparse (top-k) MLA decode: each query row attends only the cache tokens its indices name.
 
     Args:
@@ -92,15 +93,22 @@ def mla_decode_sparse(q_nope, q_pe, ckv_cache, kpe_cache, indices, *, scale, top
       scale: score scale (required). topk_lens: int [B] or None: only the first topk_lens[b]
         indices of batch row b count (clamped to [0, topk]). kv_scale, sinks, ds_dequant: as
         mla_decode (ds_dequant="float16" or "bfloat16": the fast paths for 656-byte rows on Hopper GPUs).
+      fp8_math: as mla_decode's (a Python bool): on Hopper GPUs, lists over 656-byte rows with
+        bfloat16 queries (any page size) then run the wide kernel's fp8 mode - e4m3 queries and
+        probabilities, each latent group's probabilities scaled by the keys' group scales before
+        their rounding - about 2^-4 relative error where ds_dequant="bfloat16" (FlashMLA's
+        reading) has about 2^-8; every other path computes as without it.
 
     Returns:
       (out [B, s_q, Hq, 512] in q's dtype, lse [B, s_q, Hq] float32); a row with no key: out 0,
       lse -inf.
     """
+    fp8_math = check_fp8_math(fp8_math, ckv_cache)
     indices = _checks.index_array("indices", indices, out_of_range=-1)
     topk_lens = (jnp.zeros(_checks.EMPTY_OPERAND, jnp.int32) if topk_lens is None
                  else _checks.index_array("topk_lens", topk_lens))
     kpe_cache, options, attrs, sinks = prepare(q_nope, ckv_cache, kpe_cache, scale, kv_scale, sinks,
                                                "mla_decode_sparse", ds_dequant)
-    out, lse = mla_decode_sparse_p.bind(q_nope, q_pe, ckv_cache, kpe_cache, indices, topk_lens, options, **attrs)
+    out, lse = mla_decode_sparse_p.bind(q_nope, q_pe, ckv_cache, kpe_cache, indices, topk_lens, options,
+                                        fp8_math=int(fp8_math), **attrs)
     return (out, lse) if sinks is None else (_sinks.apply_sinks(out, lse, sinks), lse)

@@ -96,9 +96,9 @@ int64_t mla_decode_workspace(int64_t batch, int64_t s_q, int64_t num_heads, int6
 
 int64_t mla_decode_sparse_workspace(int64_t batch, int64_t s_q, int64_t num_heads, int64_t topk, int64_t page_size,
                                     int device, const std::string& q_dtype, const std::string& ckv_dtype,
-                                    const std::string& kpe_dtype, int ds_read) {
-  const jaxpaged::MlaDecodeParams p =
-      mla_shapes(batch, s_q, num_heads, page_size, q_dtype, ckv_dtype, kpe_dtype, ds_read);
+                                    const std::string& kpe_dtype, int ds_read, int fp8_math) {
+  jaxpaged::MlaDecodeParams p = mla_shapes(batch, s_q, num_heads, page_size, q_dtype, ckv_dtype, kpe_dtype, ds_read);
+  p.fp8_math = fp8_math != 0;  // (as mla_decode_workspace's)
   return mla_workspace_of(jaxpaged::mla_sparse_as_lists(p, nullptr, nullptr, topk), device);
 }
 
@@ -155,5 +155,5 @@ NB_MODULE(_jaxpaged, m) {
   m.def("mla_decode_sparse_workspace_bytes", &mla_decode_sparse_workspace, nb::arg("batch"), nb::arg("s_q"),
         nb::arg("num_heads"), nb::arg("topk"), nb::arg("page_size"), nb::arg("device"),
         nb::arg("q_dtype") = "bfloat16", nb::arg("ckv_dtype") = "", nb::arg("kpe_dtype") = "",
-        nb::arg("ds_read") = 0);
+        nb::arg("ds_read") = 0, nb::arg("fp8_math") = 0);
 }

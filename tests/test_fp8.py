@@ -14,6 +14,7 @@ import pytest
 import jaxpaged
 from jaxpaged import _fp8, _sinks, reference
 from cases import HOPPER, ON_GPU, assert_close, mla_case, paged_case
+from fp8_math_checks import assert_exact_path, check_fp8_math
 
 Q_DTYPE = "bfloat16"
 FP8 = ["float8_e4m3fn", "float8_e5m2"]
@@ -536,84 +537,6 @@ def test_direct_ffi_call_rejects_a_split_fp8_rope():
 WIDE_FP8_MATH = HOPPER and os.environ.get("JAXPAGED_MLA_FP8_WIDE") != "0"
 
 
-def _queries_as_fp8_math(q_nope, q_pe, rope_fp8=True):
-    """The queries as the fp8 mode reads them: each row x 2^k (k puts its largest |value| in (224,
-    448]; a zero or non-finite row keeps k = 0) rounded to e4m3 (nearest even), times 2^-k. With
-    rope_fp8=False (656-byte rows, whose rope is bf16) the rope stays as it is."""
-    q = np.concatenate([np.asarray(q_nope, np.float32), np.asarray(q_pe, np.float32)], axis=-1)
-    mx = np.abs(np.where(np.isnan(q), 0, q)).max(axis=-1, keepdims=True)
-    ok = (mx > 0) & np.isfinite(mx)
-    e = np.frexp(np.where(ok, mx, 1.0))[1] - 1  # floor(log2(mx)) for normal mx
-    k = np.minimum(8 - e, 126)
-    k = np.where(ok & (np.ldexp(np.where(ok, mx, 1.0), k) > 448), k - 1, k)
-    k = np.where(ok, k, 0)
-    r = np.ldexp(np.ldexp(q, k).astype(jnp.float8_e4m3fn).astype(np.float32), -k)
-    return r[..., :512], (r[..., 512:] if rope_fp8 else np.asarray(q_pe, np.float32))
-
-
-def _fp8_math_bound(q_nope, q_pe, ckv, kv_scale, kv_lens, table, scale, causal):
-    """Per output element, how far the fp8 mode may be from the reference of its rounded queries
-    (float64 numpy over the rounded queries' scores). With p* the probabilities relative to the
-    row's largest (p* <= 1), each e4m3 rounding of P moves it by at most 2^-4 p* + 2^-10 (half a
-    step: 3 mantissa bits; subnormals below 2^-6, whose step is 2^-9 - the kernel's P is p* x
-    2^(smax - m), a factor in [1, 2^8] under its lazy maxima, which only makes that term smaller).
-    Hopper's fp8 products sum with about 13 fraction bits aligned to the largest addend of each
-    k32 step (tools/wgmma_fp8_probe.cu measured 1.2e-3 of a row's largest |S| over 18 steps): a
-    score moves by eps = max(2^-8 max|s|, 2^-10 scale max_t sum_i |q_i k_ti|), which moves each p*
-    by a factor within exp(+-2 eps) and lse by eps; a tile's P.V sums (64 addends) by 2^-7 of what
-    they add. So |out - ref| <= (2^-4 + 2^-7 + exp(2 eps) - 1) (1 + 2^-4) sum p* |v| / sum p* +
-    2^-10 sum |v| / sum p*, plus the output's bf16 rounding (2^-8, the caller's), and |lse -
-    ref_lse| <= eps. Returns (that bound per output element, eps per row).
-    656-byte rows (ckv uint8; kv_scale unused): P_g = e4m3(p x s[t][g] x 2^-E_g) per latent group g
-    of 128 columns, E_g growing to the exponent above the largest scale seen (2^E_g <= 2 max_t
-    s[t][g] over the sequence), so the subnormal term is 2^-10 2^E_g sum |e4m3 value| / sum p*
-    per column of group g, the rest as above with the values read exactly."""
-    ds = ckv.dtype == jnp.uint8
-    if ds:
-        lat, rope = _fp8.unpack_ds_rows(ckv)
-        latent = np.concatenate([np.asarray(lat, np.float64), np.asarray(rope, np.float64)], axis=-1)
-        raw = np.abs(np.asarray(jax.lax.bitcast_convert_type(ckv[..., :512], jnp.float8_e4m3fn), np.float64))
-        group_scales = np.abs(np.asarray(jax.lax.bitcast_convert_type(
-            ckv[..., 512:528].reshape(ckv.shape[:-1] + (4, 4)), jnp.float32), np.float64))
-    else:
-        latent = np.asarray(ckv.astype(jnp.float32), np.float64) * kv_scale
-    qn, qp = (np.asarray(x, np.float64) for x in (q_nope, q_pe))
-    page = latent.shape[1]
-    lens, table = np.asarray(kv_lens), np.asarray(table)
-    batch, s_q, heads, _ = qn.shape
-    bound, eps_rows = np.zeros(qn.shape), np.zeros(qn.shape[:3])
-    for b in range(batch):
-        n = int(lens[b])
-        if n == 0:
-            continue
-        keys = latent[table[b, np.arange(n) // page], np.arange(n) % page]  # [n, 576]
-        q = np.concatenate([qn[b], qp[b]], axis=-1)  # [s_q, heads, 576]
-        s = q @ keys.T * scale  # [s_q, heads, n]
-        if causal:
-            visible = np.arange(n)[None, :] <= n - s_q + np.arange(s_q)[:, None]
-            s = np.where(visible[:, None, :], s, -np.inf)
-        smax = s.max(axis=-1, keepdims=True)
-        ok = np.isfinite(smax)
-        p = np.where(ok, np.exp(s - np.where(ok, smax, 0)), 0)
-        den = np.maximum(p.sum(-1, keepdims=True), 1.0)
-        sums = np.abs(q) @ np.abs(keys).T * scale  # sum_i |q_i k_ti| x scale
-        if causal:
-            sums = np.where(visible[:, None, :], sums, 0)
-        eps = np.maximum(2.0**-8 * np.abs(np.where(np.isfinite(s), s, 0)).max(-1, keepdims=True),
-                         2.0**-10 * sums.max(-1, keepdims=True))
-        absv = np.abs(keys[:, :512])
-        rel = (2.0**-4 + 2.0**-7 + np.expm1(2 * eps)) * (1 + 2.0**-4) * (p @ absv) / den
-        if ds:
-            rows = (table[b, np.arange(n) // page], np.arange(n) % page)
-            unit = 2 * np.repeat(group_scales[rows].max(axis=0), 128)  # [512]: 2 max_t s[t][g] per column
-            sub = 2.0**-10 * np.where(ok, (p > 0).astype(np.float64), 0) @ raw[rows] * unit / den
-        else:
-            sub = 2.0**-10 * np.where(ok, (p > 0).astype(np.float64), 0) @ absv / den
-        bound[b] = rel + sub
-        eps_rows[b] = eps[..., 0]
-    return bound, eps_rows
-
-
 @pytest.mark.parametrize("fmt", ["fp8 combined", "fp8 combined e5m2", "656", "656 f16"])
 @pytest.mark.parametrize("heads, s_q, page_size, causal, kv_lens, scale", [
     (128, 1, 64, False, [0, 1000, 4100, 63, 129], 0.07),  # the wide kernel: cut sequences, an empty one
@@ -638,42 +561,10 @@ def test_mla_fp8_math(rng, fmt, heads, s_q, page_size, causal, kv_lens, scale):
     else:
         mode = WIDE_FP8_MATH and heads * s_q > 16 and page_size >= 64
     if not mode:  # a permission only: the same results where no kernel has the mode
-        _assert_exact_path(out, lse, exact_out, exact_lse)
+        assert_exact_path(out, lse, exact_out, exact_lse)
         return
-    _check_fp8_math(out, lse, exact_out, case.q_nope, case.q_pe, ckv, kpe, kw, case.kv_lens, case.block_tables,
+    check_fp8_math(out, lse, exact_out, case.q_nope, case.q_pe, ckv, kpe, kw, case.kv_lens, case.block_tables,
                     scale, causal)
-
-
-def _assert_exact_path(out, lse, exact_out, exact_lse):
-    """fp8_math is a permission only: where no kernel has the mode, the exact path's bits."""
-    np.testing.assert_array_equal(np.asarray(out, np.float32), np.asarray(exact_out, np.float32))
-    np.testing.assert_array_equal(np.asarray(lse), np.asarray(exact_lse))
-
-
-def _check_fp8_math(out, lse, exact_out, q_nope, q_pe, ckv, kpe, kw, kv_lens, table, scale, causal):
-    """Where the fp8 mode ran: its roundings moved the output, and against the reference of its
-    rounded queries it stays within _fp8_math_bound; rows without keys 0 / -inf, NaN nowhere.
-    (Other zeros may differ: a sum of e4m3-grid products can cancel exactly.)"""
-    assert not np.array_equal(np.asarray(out, np.float32), np.asarray(exact_out, np.float32))
-    ds = ckv.dtype == jnp.uint8  # (656-byte rows: against the exact reading, whatever ds_dequant says)
-    qn, qp = _queries_as_fp8_math(q_nope, q_pe, rope_fp8=not ds)
-    kw = {k: v for k, v in kw.items() if k != "ds_dequant"}
-    ref_out, ref_lse = reference.mla_decode(jnp.asarray(qn), jnp.asarray(qp), ckv, kpe, kv_lens, table,
-                                            scale=scale, causal=causal, **kw)
-    out, ref_out = np.asarray(out, np.float64), np.asarray(ref_out, np.float64)
-    assert not np.isnan(out).any()
-    assert np.all(out[np.isneginf(np.asarray(ref_lse))] == 0)
-    bound, eps = _fp8_math_bound(qn, qp, ckv, kw.get("kv_scale"), kv_lens, table, scale, causal)
-    excess = np.abs(out - ref_out) - (bound + 2.0**-8 * np.abs(ref_out) + 1e-6)
-    assert excess.max() <= 0, f"beyond the bound by {excess.max():.3g} at {np.unravel_index(excess.argmax(), excess.shape)}"
-    # Not a bound, a check of scale: a faithful numpy emulation of these roundings is 1.6e-2 from
-    # the reference here (Frobenius, the first case), a wrong token order in P^T 1.1.
-    assert np.linalg.norm(out - ref_out) <= 2.0**-4 * np.linalg.norm(ref_out)
-    # lse: the log of the unrounded P's sum, over the fp8 sums' scores of the rounded queries
-    lse, ref_lse = np.asarray(lse, np.float64), np.asarray(ref_lse, np.float64)
-    np.testing.assert_array_equal(np.isneginf(lse), np.isneginf(ref_lse))
-    fin = np.isfinite(ref_lse)
-    assert np.all(np.abs(lse[fin] - ref_lse[fin]) <= (eps + 1e-5 * np.abs(ref_lse) + 1e-4)[fin])
 
 
 @pytest.mark.parametrize("fmt", ["fp8 combined", "656"])
@@ -697,13 +588,13 @@ def test_mla_fp8_math_under_vmap_with_a_plan_and_sinks(rng, fmt):
     out_s, lse_s = mapped(True, True)
     if not (HOPPER if fmt == "656" else WIDE_FP8_MATH and heads > 16):  # a permission only
         exact_s, exact_lse_s = mapped(False, True)
-        _assert_exact_path(out_s, lse_s, exact_s, exact_lse_s)
+        assert_exact_path(out_s, lse_s, exact_s, exact_lse_s)
         return
     out, lse = mapped(True, False)
     exact_out, _ = mapped(False, False)
     np.testing.assert_array_equal(np.asarray(lse_s), np.asarray(lse))  # (lse excludes the sink)
     for i in range(2):
-        _check_fp8_math(out[i], lse[i], exact_out[i], qs_nope[i], qs_pe[i], ckv, kpe, kw, case.kv_lens,
+        check_fp8_math(out[i], lse[i], exact_out[i], qs_nope[i], qs_pe[i], ckv, kpe, kw, case.kv_lens,
                         case.block_tables, scale, False)
         assert_close(out_s[i], _sinks.apply_sinks(out[i], lse[i], sinks), Q_DTYPE)
 
@@ -730,9 +621,9 @@ def test_mla_656_fp8_math_with_scales_across_tokens(rng, heads):
     out, lse = call(True)
     exact_out, exact_lse = call(False)
     if not HOPPER:
-        _assert_exact_path(out, lse, exact_out, exact_lse)
+        assert_exact_path(out, lse, exact_out, exact_lse)
         return
-    _check_fp8_math(out, lse, exact_out, case.q_nope, case.q_pe, ckv, None, {}, case.kv_lens, case.block_tables,
+    check_fp8_math(out, lse, exact_out, case.q_nope, case.q_pe, ckv, None, {}, case.kv_lens, case.block_tables,
                     scale, False)
 
 
@@ -761,9 +652,9 @@ def test_mla_656_fp8_math_negative_and_nan_scales(rng, heads):
     ref_out, _ = reference.mla_decode(*args, scale=scale)
     assert np.all(np.isnan(np.asarray(ref_out[2], np.float32))) and np.all(np.isnan(np.asarray(out[2], np.float32)))
     if not HOPPER:
-        _assert_exact_path(out, lse, exact_out, exact_lse)
+        assert_exact_path(out, lse, exact_out, exact_lse)
         return
-    _check_fp8_math(out[:2], lse[:2], exact_out[:2], case.q_nope[:2], case.q_pe[:2], ckv, None, {},
+    check_fp8_math(out[:2], lse[:2], exact_out[:2], case.q_nope[:2], case.q_pe[:2], ckv, None, {},
                     case.kv_lens[:2], case.block_tables[:2], scale, False)
 
 

@@ -2,9 +2,9 @@
 and duplicate indices, NaN in the cache rows no index names, topk_lens, sinks, traced scale,
 vmap; equal to dense mla_decode when the indices list a sequence's tokens. On Hopper the lists
 run the wgmma kernel's gathering loaders (16-bit and fp8 combined caches) or the wide kernel's
-gathering loader warpgroup (656-byte rows read with ds_dequant="bfloat16" or "float16"; a long
-list split across partitions exercises its float partials and the merge); elsewhere, and for exact
-656-byte rows, the portable kernel."""
+gathering loader warpgroup (656-byte rows read with ds_dequant="bfloat16" or "float16", or with
+fp8_math=True its fp8 mode; a long list split across partitions exercises its float partials and
+the merge); elsewhere, and for exact 656-byte rows, the portable kernel."""
 
 import functools
 
@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 import jaxpaged
-from jaxpaged import _fp8, reference
-from cases import ON_GPU, assert_close
+from jaxpaged import _fp8, _sinks, reference
+from cases import HOPPER, ON_GPU, assert_close
+from fp8_math_checks import assert_exact_path, check_fp8_math
 
 DTYPE = "bfloat16"
 PAGES, PAGE = 12, 16
@@ -158,6 +159,63 @@ def test_sparse_fp8_traced_kv_scale_and_16_and_32_bit_queries(rng, q_dtype):
     np.testing.assert_array_equal(np.asarray(lse), np.asarray(t_lse))
 
 
+@pytest.mark.parametrize("heads, s_q, topk, page", [(16, 1, 128, 16), (64, 2, 128, 16), (128, 1, 64, 2),
+                                                    (128, 1, 2048, 64)])
+def test_sparse_fp8_math(rng, heads, s_q, topk, page):
+    """fp8_math over 656-byte rows (on Hopper the wide kernel's fp8 mode, any page size): -1
+    padding, out-of-range and duplicate indices, NaN in the rows no index names, topk_lens (all, a
+    prefix, none), a list long enough to be split across partitions (topk 2048) - within
+    test_fp8's bound against the reference of the mode's rounded queries; elsewhere the exact
+    path's bits."""
+    qn, qp, (ckv, kpe), idx, _ = _inputs(rng, 3, s_q, heads, topk, "656", pages=PAGES * PAGE // page, page=page)
+    lens = jnp.array([topk, 37, -4], jnp.int32)
+    call = lambda fp8_math: jax.jit(functools.partial(jaxpaged.mla_decode_sparse, scale=0.07,  # noqa: E731
+                                                      topk_lens=lens, fp8_math=fp8_math))(qn, qp, ckv, kpe, idx)
+    out, lse = call(True)
+    exact_out, exact_lse = call(False)
+    assert np.isneginf(np.asarray(lse[2])).all() and not np.asarray(out[2], np.float32).any()
+    if not HOPPER:
+        assert_exact_path(out, lse, exact_out, exact_lse)
+        return
+    check_fp8_math(out, lse, exact_out, qn, qp, ckv, kpe, {}, None, None, 0.07, False, lists=(idx, lens))
+
+
+def test_sparse_fp8_math_scales_across_tokens_sinks_and_vmap(rng):
+    """fp8_math through vmap (queries and indices mapped, one cache) with sinks, over 656-byte rows
+    whose group scales span 2^-8 .. 2^8 from token to token, all-zero groups (scale 1.0) and
+    negative group-1 scales (values negated, as the reference reads them): each instance within
+    the bound, the sinks rescaling it as they rescale any output; elsewhere the exact path's bits."""
+    heads = 128
+    qn, qp, (ckv16, _), idx, _ = _inputs(rng, 4, 1, heads, 256)
+    rows = np.asarray(ckv16, np.float32).reshape(-1, 576)
+    latent = rows[:, :512] * np.exp2(rng.integers(-8, 9, len(rows)).astype(np.float32))[:, None]
+    latent[::7, 128:256] = 0
+    raw = np.asarray(_fp8.pack_ds_rows(jnp.asarray(latent), jnp.asarray(rows[:, 512:]))).copy()
+    scales = raw[:, 512:528].copy().view(np.float32)
+    scales[::9, 1] *= -1
+    raw[:, 512:528] = scales.view(np.uint8)
+    ckv = jnp.asarray(raw.reshape(PAGES, PAGE, 656))
+    qns, qps, idxs = (x.reshape((2, 2) + x.shape[1:]) for x in (qn, qp, idx))
+    sinks = jnp.asarray(rng.standard_normal(heads), jnp.float32)
+
+    def mapped(fp8_math, with_sinks):
+        f = lambda a, b, i: jaxpaged.mla_decode_sparse(a, b, ckv, None, i, scale=0.07,  # noqa: E731
+                                                       sinks=sinks if with_sinks else None, fp8_math=fp8_math)
+        return jax.jit(jax.vmap(f))(qns, qps, idxs)
+
+    out_s, lse_s = mapped(True, True)
+    if not HOPPER:
+        assert_exact_path(out_s, lse_s, *mapped(False, True))
+        return
+    out, lse = mapped(True, False)
+    exact_out, _ = mapped(False, False)
+    np.testing.assert_array_equal(np.asarray(lse_s), np.asarray(lse))  # (lse excludes the sink)
+    for i in range(2):
+        check_fp8_math(out[i], lse[i], exact_out[i], qns[i], qps[i], ckv, None, {}, None, None, 0.07, False,
+                       lists=(idxs[i], None))
+        assert_close(out_s[i], _sinks.apply_sinks(out[i], lse[i], sinks), DTYPE)
+
+
 def test_sparse_errors_name_the_argument(rng):
     qn, qp, (ckv, _), idx, _ = _inputs(rng, 2, 1, 16, 64)
     call = functools.partial(jaxpaged.mla_decode_sparse, qn, qp, ckv, None, scale=0.1)
@@ -169,3 +227,8 @@ def test_sparse_errors_name_the_argument(rng):
         call(idx, topk_lens=jnp.zeros(3, jnp.int32))
     with pytest.raises(ValueError, match=r"^scale is required for mla_decode_sparse"):
         jaxpaged.mla_decode_sparse(qn, qp, ckv, None, idx, scale=None)
+    with pytest.raises(ValueError, match=r"^fp8_math applies to fp8 caches"):
+        call(idx, fp8_math=True)
+    with pytest.raises(ValueError, match=r"^fp8_math must be a Python bool"):
+        jaxpaged.mla_decode_sparse(qn, qp, _fp8.pack_ds_rows(ckv[..., :512], ckv[..., 512:]), None, idx, scale=0.1,
+                                   fp8_math=1)

@@ -18,7 +18,7 @@
 // DeepSeek-V3.2's 656-byte rows (the same e4m3 latent, four float32 group scales of 0.02, a bf16
 // rope) read with ds_dequant="bfloat16" (the wide kernel's kDs), 656f16 = the same rows read with
 // ds_dequant="float16" (its kH instances), 656fp8math = the same rows with fp8_math (its kDF mode;
-// marks 83-85 its S^T groups). --topk=N (656 / 656f16 only; N <= kv_len):
+// marks 83-85 its S^T groups). --topk=N (656-byte rows only; N <= kv_len):
 // sparse decode instead, each sequence's list N distinct random slots of its kv_len (the bench's
 // sparse configs: kv_len 4096, N 2048), gathered by the loader warpgroup (fp8_ring.cuh's
 // mla_ds_gather_ring, marks 90-95 by its thread 0).
@@ -59,9 +59,9 @@ int main(int argc, char** argv) {
                                                                     cache_kind == "656fp8math";
   const int heads = argc > 2 ? std::atoi(argv[2]) : 128, B = argc > 3 ? std::atoi(argv[3]) : 64;
   const int kv_len = argc > 4 ? std::atoi(argv[4]) : 4096, page = 64, row = ds ? 656 : 576;
-  if (argc < 2 || !(fp8 || ds || cache_kind == "bf16") || topk < 0 || (topk > 0 && (!ds || cache_kind == "656fp8math" || topk > kv_len))) {
+  if (argc < 2 || !(fp8 || ds || cache_kind == "bf16") || topk < 0 || (topk > 0 && (!ds || topk > kv_len))) {
     std::fprintf(stderr, "usage: %s OUT.bin [heads batch kv_len [pool_pages]] [--cache=bf16|fp8|fp8math|656|656f16|656fp8math] "
-                 "[--topk=N (656 / 656f16 only, N <= kv_len)]\n", argv[0]);
+                 "[--topk=N (656-byte rows only, N <= kv_len)]\n", argv[0]);
     return 2;
   }
   const int pages_per_seq = (kv_len + page - 1) / page, num_pages = B * pages_per_seq;

@@ -130,6 +130,16 @@ inline ffi::Error decode_mla_queries_and_caches(ffi::AnyBuffer q_nope, ffi::AnyB
   return decode_options(options, kMlaOptionWords, &p->options);
 }
 
+// The fp8_math attribute (dense and sparse calls), after the caches are decoded.
+inline ffi::Error decode_mla_fp8_math(int32_t fp8_math, MlaDecodeParams* p) {
+  p->fp8_math = fp8_math != 0;
+  if (p->fp8_math && !p->fp8 && !p->ds_rows) {
+    return ffi::Error::InvalidArgument(
+        "jaxpaged: fp8_math applies to fp8 caches (float8_e4m3fn / float8_e5m2, or 656-byte rows)");
+  }
+  return ffi::Error::Success();
+}
+
 inline ffi::Error decode_mla_decode(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, ffi::AnyBuffer ckv,
                                     ffi::AnyBuffer kpe, ffi::Buffer<ffi::S32> kv_lens,
                                     ffi::Buffer<ffi::S32> block_tables, ffi::Buffer<ffi::S32> options,
@@ -137,11 +147,7 @@ inline ffi::Error decode_mla_decode(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, 
                                     int32_t causal, ffi::Result<ffi::AnyBuffer>& out,
                                     ffi::Result<ffi::Buffer<ffi::F32>>& lse, MlaDecodeParams* p) {
   JP_RETURN_IF_ERROR(decode_mla_queries_and_caches(q_nope, q_pe, ckv, kpe, options, scale, kv_scale, ds_read, out, lse, p));
-  p->fp8_math = fp8_math != 0;
-  if (p->fp8_math && !p->fp8 && !p->ds_rows) {
-    return ffi::Error::InvalidArgument(
-        "jaxpaged: fp8_math applies to fp8 caches (float8_e4m3fn / float8_e5m2, or 656-byte rows)");
-  }
+  JP_RETURN_IF_ERROR(decode_mla_fp8_math(fp8_math, p));
   JP_RETURN_IF_ERROR(check_rank(kv_lens.dimensions(), 1, "kv_lens"));
   JP_RETURN_IF_ERROR(check_rank(block_tables.dimensions(), 2, "block_tables"));
   JP_RETURN_IF_ERROR(check_dim(kv_lens.dimensions()[0], p->batch, "kv_lens length"));

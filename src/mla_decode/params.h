@@ -98,10 +98,10 @@ JP_HOST_DEVICE bool mla_quantized(const MlaDecodeParams& p) { return p.fp8 || p.
 // The float16 reading (ds_f16) has one Hopper kernel, the wide one (dense pages of >= 64 tokens, or
 // sparse lists: mla_ds_wide_shape); elsewhere it takes the portable kernel.
 JP_HOST_DEVICE bool mla_ds_wide_shape(const MlaDecodeParams& p) { return p.sparse || p.page_size >= 64; }
-// 656-byte rows with fp8_math=True, dense in pages of >= 64 tokens, bf16 queries: the wide kernel's
-// fp8-math mode (fp8_wide.cuh's kDF), whatever ds_dequant says.
+// 656-byte rows with fp8_math=True, bf16 queries, dense in pages of >= 64 tokens or sparse lists
+// over any page size: the wide kernel's fp8-math mode (fp8_wide.cuh's kDF), whatever ds_dequant says.
 JP_HOST_DEVICE bool mla_ds_fp8_math_shape(const MlaDecodeParams& p) {
-  return p.ds_rows && p.fp8_math && p.q_bf16 && !p.sparse && p.page_size >= 64;
+  return p.ds_rows && p.fp8_math && p.q_bf16 && mla_ds_wide_shape(p);
 }
 JP_HOST_DEVICE bool mla_hopper_format(const MlaDecodeParams& p) {
   if (p.ds_rows) {

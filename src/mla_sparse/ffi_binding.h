@@ -26,6 +26,7 @@ inline auto mla_sparse_binding() {
       .Attr<float>("scale")
       .Attr<float>("kv_scale")
       .Attr<int32_t>("ds_read")        // 656-byte rows: 0 float32, 1 bf16, 2 f16 (mla_decode/params.h)
+      .Attr<int32_t>("fp8_math")       // fp8 caches: the products may run in fp8 (mla_decode/params.h)
       .Ret<ffi::AnyBuffer>()          // out
       .Ret<ffi::Buffer<ffi::F32>>();  // lse
 }
@@ -33,10 +34,12 @@ inline auto mla_sparse_binding() {
 inline ffi::Error decode_mla_sparse(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, ffi::AnyBuffer ckv,
                                     ffi::AnyBuffer kpe, ffi::Buffer<ffi::S32> indices,
                                     ffi::Buffer<ffi::S32> topk_lens, ffi::Buffer<ffi::S32> options, float scale,
-                                    float kv_scale, int32_t ds_read, ffi::Result<ffi::AnyBuffer>& out,
-                                    ffi::Result<ffi::Buffer<ffi::F32>>& lse, MlaSparseParams* p) {
+                                    float kv_scale, int32_t ds_read, int32_t fp8_math,
+                                    ffi::Result<ffi::AnyBuffer>& out, ffi::Result<ffi::Buffer<ffi::F32>>& lse,
+                                    MlaSparseParams* p) {
   JP_RETURN_IF_ERROR(decode_mla_queries_and_caches(q_nope, q_pe, ckv, kpe, options, scale, kv_scale, ds_read, out, lse,
                                                    &p->mla));
+  JP_RETURN_IF_ERROR(decode_mla_fp8_math(fp8_math, &p->mla));
   JP_RETURN_IF_ERROR(check_rank(indices.dimensions(), 3, "indices"));
   JP_RETURN_IF_ERROR(check_dim(indices.dimensions()[0], p->mla.batch, "indices' batch"));
   JP_RETURN_IF_ERROR(check_dim(indices.dimensions()[1], p->mla.s_q, "indices' s_q"));

@@ -1,6 +1,7 @@
 // CPU handler for sparse (top-k) MLA decode: each query row attends the cache tokens its indices
 // name (float32 math; a duplicated index counts as often as it appears; an index outside the
-// cache is no key). There is no GPU kernel yet.
+// cache is no key; fp8_math is a permission: this kernel computes exactly either way). The GPU's:
+// handler_gpu.cu.
 #include <algorithm>
 #include <vector>
 
@@ -41,10 +42,11 @@ void mla_sparse_cpu(const MlaSparseParams& sp, Dtype dt, const MlaCacheFormat& f
 ffi::Error mla_sparse_cpu_impl(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, ffi::AnyBuffer ckv, ffi::AnyBuffer kpe,
                                ffi::Buffer<ffi::S32> indices, ffi::Buffer<ffi::S32> topk_lens,
                                ffi::Buffer<ffi::S32> options, float scale, float kv_scale, int32_t ds_read,
+                               int32_t fp8_math,
                                ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::Buffer<ffi::F32>> lse) {
   MlaSparseParams p{};
-  JP_RETURN_IF_ERROR(decode_mla_sparse(q_nope, q_pe, ckv, kpe, indices, topk_lens, options, scale, kv_scale, ds_read, out,
-                                       lse, &p));
+  JP_RETURN_IF_ERROR(decode_mla_sparse(q_nope, q_pe, ckv, kpe, indices, topk_lens, options, scale, kv_scale, ds_read,
+                                       fp8_math, out, lse, &p));
   Dtype dt;
   MlaCacheFormat format;
   if (!to_dtype(q_nope.element_type(), &dt) ||

@@ -20,8 +20,8 @@ ffi::Error launch_mla_fp8_wide(const MlaDecodeParams& p, int row_blocks, int par
 
 ffi::Error launch_mla_ds_wide(const MlaDecodeParams& p, int row_blocks, int parts, const MlaSchedule& sched,
                               float* ws_out, float* ws_lse, const MlaDsMaps& maps, gpuStream_t stream) {
-  if (mla_ds_fp8_math_applies(p)) {  // (fp8_math=True on dense rows: the kDF mode, whatever the reading)
-    auto kernel = mla_ds_wide_kernel<gpu_bf16, false, false, true>;
+  if (mla_ds_fp8_math_applies(p)) {  // (fp8_math=True: the kDF mode, whatever the reading)
+    auto kernel = p.sparse ? mla_ds_wide_kernel<gpu_bf16, true, false, true> : mla_ds_wide_kernel<gpu_bf16, false, false, true>;
     constexpr size_t kBytes = MlaWideSmemT<true, true>::kAllocBytes;
     JP_RETURN_IF_ERROR(allow_smem(kernel, kBytes, "mla_ds_wide_kernel (fp8 math; shared memory size)"));
     return launch_chained(p.dependent_attention, "mla_ds_wide_kernel", kernel, dim3(unsigned(parts * row_blocks)),

@@ -205,13 +205,13 @@ __device__ __forceinline__ void wide_v_fragments_f8(uint32_t* set, const uint32_
 // V^T P^T with the raw bytes as A (m64n64k32: one ldmatrix .trans and two byte_perms per k-step,
 // no conversion). Half the tensor cycles of the f16 path; the queries' and probabilities' rounding
 // (2^-4 relative) sets its error (FlashMLA's: 3.6-4.0e-2 against the reference in the bench).
-// kDF = kDs && kF8 (dense 656-byte rows with fp8_math=True; NOTES item 81): a token's group scale
-// s[t][g] (one per 128 latent columns) multiplies its terms inside both products' sums, so it
-// cannot be applied to an accumulator of mixed tokens' terms:
-//   S^T: per latent group g its four k32 steps (SS, as kF8's; queries e4m3 x 2^k) into `part` (the
-//     first into sacc), added as sacc += s[t][g] part (an accumulator row is a token, so a thread's
-//     two tokens' scales), then the rope's four bf16 k16 steps (kDs's fragments, queries bf16 x
-//     2^k, exact) into sacc;
+// kDF = kDs && kF8 (656-byte rows with fp8_math=True, dense or sparse lists; NOTES items 81, 84): a
+// token's group scale s[t][g] (one per 128 latent columns) multiplies its terms inside both
+// products' sums, so it cannot be applied to an accumulator of mixed tokens' terms:
+//   S^T: per latent group g its four k32 steps (SS, as kF8's; sparse lists' unswizzled rows: A by
+//     ldmatrix, RS; queries e4m3 x 2^k) into `part` (the first into sacc), added as sacc +=
+//     s[t][g] part (an accumulator row is a token, so a thread's two tokens' scales), then the
+//     rope's four bf16 k16 steps (kDs's fragments, queries bf16 x 2^k, exact) into sacc;
 //   P^T: one e4m3 block per group, P_g[r][t] = e4m3(p[r][t] x s[t][g] x 2^-E_g), with E_g a power
 //     of two that only grows (from the largest scale of each pair's tokens, so that p s 2^-E_g <
 //     2^8 under the lazy maxima); O^T's m-blocks of group g take P_g as B, accumulate across tiles
@@ -223,7 +223,7 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
                                                   const CUtensorMap* tail_map = nullptr) {
   using S = MlaWideSmemT<kDs, kF8>;
   using Tile = MlaRawTile<kSparse>;  // (where a token's bytes lie in a raw tile: sparse lists' rows as they are)
-  static_assert(!kF8 || (!kSparse && !kH), "the fp8-math mode reads per-tensor fp8 rows or dense 656-byte rows");
+  static_assert(!kF8 || (!kH && (kDs || !kSparse)), "the fp8-math mode reads per-tensor fp8 rows or 656-byte rows");
   constexpr bool kDF = kDs && kF8;
   constexpr int kNoExp = -100000;  // kDF: a group's E before its first nonzero scale
   static_assert(!kH || kDs, "the float16 reading is a reading of 656-byte rows");
@@ -527,14 +527,34 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
           const int ls = wide_launder(lane);
           const float* tsc = tile_scales(stage);
           const int t_lo = 16 * ww + ls / 4;
+          // kSparse (the rows as they are, unswizzled: no shared-memory descriptor reads them): A
+          // by ldmatrix x4, whose four registers are the e4m3 A fragment as they come (token g
+          // and g + 8 x bytes 4c .. 4c + 3, then the same 16 bytes on) - k32 step k's in set k % 3,
+          // loaded a step ahead, each step committed alone (its set is free once the step two
+          // before it is done: wgmma_wait<1>).
+          uint32_t ka[3][4];
+          auto k_step_load = [&](int k) {  // (this lane's row: the rope's ldmatrix's below)
+            ldmatrix_x4(ka[k % 3], raw + Tile::latent(16 * ww + ls % 8 + 8 * ((ls / 8) % 2), 32 * k + 16 * (ls / 16)));
+          };
           auto group_steps = [&](float(&acc)[32], int grp) {
 #pragma unroll
             for (int st = 0; st < 4; ++st) {
-              wgmma_m64n64k32_ss_f8<false>(acc, wgmma_desc_advance(k_desc0, grp * kMlaRawBlock + 32 * st),
-                                           wgmma_desc_advance(q_desc0, grp * S::kBlock + 32 * st), st > 0);
+              if constexpr (kSparse) {
+                const int k = 4 * grp + st;
+                wgmma_wait<1>();
+                if (k + 1 < 16) k_step_load(k + 1);
+                wgmma_fence();
+                wgmma_m64n64k32_rs_f8<false>(acc, ka[k % 3], wgmma_desc_advance(q_desc0, grp * S::kBlock + 32 * st),
+                                             st > 0);
+                wgmma_commit();
+              } else {
+                wgmma_m64n64k32_ss_f8<false>(acc, wgmma_desc_advance(k_desc0, grp * kMlaRawBlock + 32 * st),
+                                             wgmma_desc_advance(q_desc0, grp * S::kBlock + 32 * st), st > 0);
+              }
             }
           };
           float part[32];
+          if constexpr (kSparse) k_step_load(0);
           wgmma_fence();
           group_steps(sacc, 0);
           group_steps(part, 1);
@@ -982,6 +1002,12 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
             wgmma_wait<1>();
             wide_v_fragments_f8(a[gi % 2], rr);
             if (gi + 1 < 8) ldmatrix_x4_trans(rr, ot_addr(gi + 1));
+            if constexpr (kSparse) {  // (kDF's sparse lists: handed back as the other modes' below)
+              if (gi == 7) {
+                __syncwarp();
+                if (lane == 0) mbar_arrive(&empty[stage]);
+              }
+            }
             wgmma_fence();
             // (kDF: m-block gi / 2 of this warpgroup's columns lies in group 2 wg + gi / 4: its P^T block)
             const uint32_t pt_at = (kDF ? (2 * wg + gi / 4) * S::kBlock : 0) + 64 * t + 32 * (gi % 2);
@@ -1131,7 +1157,7 @@ __global__ void __launch_bounds__(kWideThreads, 1)
 }
 // The wide kernel on DeepSeek-V3.2's 656-byte rows read with ds_dequant="bfloat16" (kDs, NOTES item 49).
 // kH: read with ds_dequant="float16" (f16 products).
-// kF8 (dense rows, fp8_math=True): kDF, the fp8-math mode.
+// kF8 (fp8_math=True, dense rows or sparse lists): kDF, the fp8-math mode.
 template <typename T, bool kSparse, bool kH = false, bool kF8 = false>
 __global__ void __launch_bounds__(kWideThreads, 1)
     mla_ds_wide_kernel(const MlaDecodeParams p, int page_shift, int row_blocks, const MlaSchedule s,

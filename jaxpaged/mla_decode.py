@@ -261,7 +261,8 @@ def mla_decode(q_nope, q_pe, ckv_cache, kpe_cache, kv_lens, block_tables, *, sca
         >= 64 tokens) then runs its fp8 mode (half the tensor-core instruction cycles); every
         other path computes exactly as without it. Against the reference over the rounded
         queries, an output moves by at most 2^-4 of the probability-weighted |values| it averages
-        plus smaller terms (e4m3 subnormals, the fp8 sums: tests/test_fp8.py's _fp8_math_bound).
+        plus smaller terms (e4m3 subnormals, the fp8 sums: tests/fp8_math_checks.py's
+        fp8_math_bound).
         656-byte rows on Hopper (dense, pages of >= 64 tokens, bfloat16 queries, any number of
         query rows) run the wide kernel's fp8 mode for them: the latent queries rounded so, the
         rope's products in bf16, the probabilities rounded to e4m3 once per latent group as

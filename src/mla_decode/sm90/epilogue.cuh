@@ -38,18 +38,20 @@ __device__ __forceinline__ float mla_row_lse(float m, float sum, bool bad) {
 
 // A 4 x 4 transpose of 32-bit words across the four lanes of a quad (q = lane % 4): lane q's
 // v[k] becomes lane k's v[q]. Two exchanges, each swapping the off-diagonal 2 x 2 blocks (lanes
-// q ^ 2, then q ^ 1); every lane of the warp must take part.
+// q ^ 2, then q ^ 1); every lane of the warp must take part. kStride: the quad's lanes kStride
+// apart (q = (lane / kStride) % 4; the wide fp8 kernel's epilogue: 4).
+template <int kStride = 1>
 __device__ __forceinline__ void quad_transpose4(uint32_t (&v)[4], int q) {
   const bool a = q & 2, c = q & 1;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {  // the words whose index bit 1 differs from q's
-    const uint32_t got = gpu::shfl_xor(a ? v[i] : v[2 + i], 2);
+    const uint32_t got = gpu::shfl_xor(a ? v[i] : v[2 + i], 2 * kStride);
     if (a) v[i] = got;
     else v[2 + i] = got;
   }
 #pragma unroll
   for (int i = 0; i < 2; ++i) {  // then bit 0
-    const uint32_t got = gpu::shfl_xor(c ? v[2 * i] : v[2 * i + 1], 1);
+    const uint32_t got = gpu::shfl_xor(c ? v[2 * i] : v[2 * i + 1], kStride);
     if (c) v[2 * i] = got;
     else v[2 * i + 1] = got;
   }

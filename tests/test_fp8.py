@@ -658,6 +658,30 @@ def test_mla_656_fp8_math_negative_and_nan_scales(rng, heads):
                     case.kv_lens[:2], case.block_tables[:2], scale, False)
 
 
+@pytest.mark.skipif(not HOPPER, reason="the wide kernel's blocks of many tiles (Hopper); elsewhere fp8_math is "
+                                        "the exact path (test_mla_fp8_math)")
+@pytest.mark.parametrize("fmt", ["fp8 combined", "656"])
+def test_mla_fp8_math_many_tiles_a_block(rng, fmt):
+    """Blocks of many tiles (test_mla_fp8_math's cases give each block one or two on 132 SMs): 32
+    sequences of 1-4096 keys at 128 heads, so a block's ring of raw buffers is reused across pairs
+    and sequences, with odd and even tile counts, whole and cut sequences. The fp8 mode within the
+    bound, and a second call bit-identical."""
+    if fmt == "fp8 combined" and not WIDE_FP8_MATH:
+        pytest.skip("JAXPAGED_MLA_FP8_WIDE=0: the per-tensor fp8 cache takes no fp8 mode")
+    kv_lens = list((331 * np.arange(32)) % 4096 + 1)
+    case = mla_case(rng, kv_lens=kv_lens, s_q=1, num_heads=128, page_size=64, dtype=Q_DTYPE, combined=True)
+    ckv, kpe, kw = _mla_caches(case, fmt)
+    args = (case.q_nope, case.q_pe, ckv, kpe, case.kv_lens, case.block_tables)
+    f = jax.jit(functools.partial(jaxpaged.mla_decode, scale=0.07, fp8_math=True, **kw))
+    out, lse = f(*args)
+    again, again_lse = f(*args)
+    np.testing.assert_array_equal(np.asarray(out, np.float32), np.asarray(again, np.float32))
+    np.testing.assert_array_equal(np.asarray(lse), np.asarray(again_lse))
+    exact_out, _ = jaxpaged.mla_decode(*args, scale=0.07, **kw)
+    check_fp8_math(out, lse, exact_out, case.q_nope, case.q_pe, ckv, kpe, kw, case.kv_lens, case.block_tables,
+                   0.07, False)
+
+
 def test_mla_fp8_math_errors_name_the_argument(rng):
     case = mla_case(rng, kv_lens=[3], s_q=1, num_heads=16, page_size=16, dtype=Q_DTYPE, combined=True)
     with pytest.raises(ValueError, match=r"^fp8_math applies to fp8 caches"):

@@ -216,6 +216,30 @@ def test_sparse_fp8_math_scales_across_tokens_sinks_and_vmap(rng):
         assert_close(out_s[i], _sinks.apply_sinks(out[i], lse[i], sinks), DTYPE)
 
 
+@pytest.mark.skipif(not HOPPER, reason="the wide kernel's blocks of many tiles (Hopper); elsewhere fp8_math is "
+                                        "the exact path (test_sparse_fp8_math)")
+@pytest.mark.parametrize("heads, batch, topk", [(128, 64, 2048), (16, 256, 512)])
+def test_sparse_fp8_math_many_tiles_a_block(rng, heads, batch, topk):
+    """Blocks of many tiles (the small cases above give each block one or two on 132 SMs): lists
+    of lengths (97 b) % topk + 1 over a 4096-token pool whose tokens' latent is scaled by 2^-8 ..
+    2^8, so a block's ring of raw buffers is reused, warpgroup 1 owns each pair's second tile, the
+    per-group exponents grow across pairs, odd and even tile counts and whole and cut lists mix.
+    The fp8 mode within the bound, and a second call bit-identical."""
+    page = 64
+    qn, qp, (ckv16, _), idx, _ = _inputs(rng, batch, 1, heads, topk, pages=4096 // page, page=page)
+    rows = np.asarray(ckv16, np.float32).reshape(-1, 576)
+    latent = rows[:, :512] * np.exp2(rng.integers(-8, 9, len(rows)).astype(np.float32))[:, None]
+    ckv = _fp8.pack_ds_rows(jnp.asarray(latent), jnp.asarray(rows[:, 512:])).reshape(4096 // page, page, 656)
+    lens = jnp.asarray((97 * np.arange(batch)) % topk + 1, jnp.int32)
+    f = jax.jit(functools.partial(jaxpaged.mla_decode_sparse, scale=0.07, topk_lens=lens, fp8_math=True))
+    out, lse = f(qn, qp, ckv, None, idx)
+    again, again_lse = f(qn, qp, ckv, None, idx)
+    np.testing.assert_array_equal(np.asarray(out, np.float32), np.asarray(again, np.float32))
+    np.testing.assert_array_equal(np.asarray(lse), np.asarray(again_lse))
+    exact_out, _ = jaxpaged.mla_decode_sparse(qn, qp, ckv, None, idx, scale=0.07, topk_lens=lens)
+    check_fp8_math(out, lse, exact_out, qn, qp, ckv, None, {}, None, None, 0.07, False, lists=(idx, lens))
+
+
 def test_sparse_errors_name_the_argument(rng):
     qn, qp, (ckv, _), idx, _ = _inputs(rng, 2, 1, 16, 64)
     call = functools.partial(jaxpaged.mla_decode_sparse, qn, qp, ckv, None, scale=0.1)

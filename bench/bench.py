@@ -255,11 +255,13 @@ def run_config(cfg, rng, copy_GBps, ours_only=False, ours_step=False):
     elif cfg.topk:
         args, kv_bytes, flops = mla_inputs(cfg, rng)
         opts = sparse_options(cfg)
-        ours_q = lambda q_nope, *ops: jaxpaged.mla_decode_sparse(q_nope, *ops, **opts)[0]  # noqa: E731
+        ours_q = lambda q_nope, *ops, plan=None: jaxpaged.mla_decode_sparse(q_nope, *ops, **opts, plan=plan)[0]  # noqa: E731
         # (exact, as the dense configs' reference: an fp8_math config's rel_err is its arithmetic's)
         ref_opts = {k: v for k, v in opts.items() if k != "fp8_math" and not (cfg.fp8_math and k == "ds_dequant")}
         ref = jax.jit(lambda *a: reference.mla_decode_sparse(*a, **ref_opts)[0])
         peer_fns = {"flashmla": lambda: peers.flashmla_sparse(cfg, args, opts["scale"])}
+        # The lists' schedule made once per step (as FlashMLA's metadata): ops are (q_pe, ckv, kpe, indices).
+        per_step = lambda *ops: dict(plan=jaxpaged.mla_decode_sparse_plan(ops[3], num_heads=cfg.heads))  # noqa: E731
     else:
         args, kv_bytes, flops = mla_inputs(cfg, rng)
         opts = mla_options(cfg)

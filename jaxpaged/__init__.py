@@ -15,9 +15,9 @@ from jaxpaged import reference
 from jaxpaged._extension import GPU_PLATFORM as gpu_platform
 from jaxpaged.cache_write import write_kv, write_mla_kv
 from jaxpaged.mla_decode import MlaDecodePlan, mla_decode, mla_decode_plan
-from jaxpaged.mla_decode_sparse import mla_decode_sparse
+from jaxpaged.mla_decode_sparse import mla_decode_sparse, mla_decode_sparse_plan
 from jaxpaged.paged_attention import PagedAttentionPlan, paged_attention, paged_attention_plan
 
-__all__ = ["paged_attention", "paged_attention_plan", "PagedAttentionPlan", "mla_decode", "mla_decode_plan", "MlaDecodePlan", "mla_decode_sparse", "write_kv",
+__all__ = ["paged_attention", "paged_attention_plan", "PagedAttentionPlan", "mla_decode", "mla_decode_plan", "MlaDecodePlan", "mla_decode_sparse", "mla_decode_sparse_plan", "write_kv",
            "write_mla_kv", "reference", "gpu_platform"]
 __version__ = "0.1.0"

@@ -207,16 +207,18 @@ def mla_decode_plan(kv_lens, block_tables, *, num_heads: int, page_size: int, s_
     return MlaDecodePlan(schedule, int(shape[0]), rows, capacity)
 
 
-def _plan_operands(plan, batch, rows, capacity):
-    """The plan operand and params of an mla_decode call (none when plan is None)."""
+def _plan_operands(plan, batch, rows, capacity, maker="jaxpaged.mla_decode_plan",
+                   names=("B", "s_q x Hq", "max_pages x page_size")):
+    """The plan operand and params of an mla_decode call (none when plan is None); mla_decode_sparse's
+    with its maker and the names of what a plan is made for (lists, rows per list, topk)."""
     if plan is None:
         return _no_plan(), dict(plan_rows=0, plan_capacity=0)
     if not isinstance(plan, MlaDecodePlan):
-        raise ValueError(f"plan must come from jaxpaged.mla_decode_plan; got {type(plan).__name__}")
+        raise ValueError(f"plan must come from {maker}; got {type(plan).__name__}")
     if (plan.batch, plan.rows, plan.capacity) != (batch, rows, capacity):
-        raise ValueError(
-            f"plan was made for B={plan.batch}, s_q x Hq={plan.rows}, max_pages x page_size={plan.capacity}; "
-            f"this call has B={batch}, s_q x Hq={rows}, max_pages x page_size={capacity}")
+        made = ", ".join(f"{n}={v}" for n, v in zip(names, (plan.batch, plan.rows, plan.capacity)))
+        call = ", ".join(f"{n}={v}" for n, v in zip(names, (batch, rows, capacity)))
+        raise ValueError(f"plan was made for {made}; this call has {call}")
     return plan.schedule, dict(plan_rows=rows, plan_capacity=capacity)
 
 

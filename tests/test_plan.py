@@ -1,4 +1,4 @@
-"""jaxpaged.mla_decode_plan and jaxpaged.paged_attention_plan: a schedule made once per serving
+"""jaxpaged.mla_decode_plan, mla_decode_sparse_plan and paged_attention_plan: a schedule made once per serving
 step and passed to each layer's call gives exactly the results of the calls without it (on the GPU
 the calls then read the plan - MLA's Hopper path, paged attention's tensor-core path - instead of
 making their own schedule)."""
@@ -134,6 +134,82 @@ def test_plan_errors(rng):
         jaxpaged.mla_decode_plan(case.kv_lens, table, num_heads=16, page_size=24)
     with pytest.raises(ValueError, match="block_tables"):
         jaxpaged.mla_decode_plan(case.kv_lens, table[0], num_heads=16, page_size=16)
+
+
+# ---------------------------------------------------------------------------------------------
+# jaxpaged.mla_decode_sparse_plan: the schedule of a step's sparse calls over lists of these lengths.
+
+def _sparse_inputs(rng, batch, s_q, heads, topk, pages=40, page=64, ds=True):
+    qn = jnp.asarray(rng.standard_normal((batch, s_q, heads, 512)), jnp.bfloat16)
+    qp = jnp.asarray(rng.standard_normal((batch, s_q, heads, 64)), jnp.bfloat16)
+    rows = jnp.asarray(rng.standard_normal((pages, page, 576)) * 0.5, jnp.bfloat16)
+    cache = _fp8.pack_ds_rows(rows[..., :512], rows[..., 512:]) if ds else rows
+    idx = jnp.asarray(rng.integers(-8, pages * page, (batch, s_q, topk)), jnp.int32)  # (negative: no key)
+    return qn, qp, cache, idx
+
+
+@pytest.mark.parametrize("batch, s_q, heads, topk, lens, opts", [
+    (4, 1, 128, 2048, [2048, 1, 0, 700], dict(ds_dequant="float16")),   # a long list cut into pieces
+    (6, 2, 16, 256, None, dict(fp8_math=True)),                         # s_q 2: lists of Hq rows
+    (3, 1, 64, 128, [64, 128, 65], dict(ds_dequant="bfloat16")),
+    (2, 2, 32, 64, [70, 3], {}),                                        # a bf16 cache; topk_lens past topk
+])
+def test_sparse_plan_gives_the_same_results(rng, batch, s_q, heads, topk, lens, opts):
+    qn, qp, cache, idx = _sparse_inputs(rng, batch, s_q, heads, topk, ds=bool(opts))
+    topk_lens = None if lens is None else jnp.asarray(lens, jnp.int32)
+    call = jax.jit(functools.partial(jaxpaged.mla_decode_sparse, scale=SCALE, topk_lens=topk_lens, **opts))
+    out, lse = call(qn, qp, cache, None, idx)
+    make = jax.jit(lambda i, n: jaxpaged.mla_decode_sparse_plan(i, n, num_heads=heads))
+    plan = make(idx, topk_lens)
+    assert (plan.batch, plan.rows, plan.capacity) == (batch * s_q, heads, topk)
+    out_p, lse_p = call(qn, qp, cache, None, idx, plan=plan)
+    assert same(out, out_p) and same(lse, lse_p)
+    if not opts.get("fp8_math"):
+        ref_out, ref_lse = reference.mla_decode_sparse(qn, qp, cache, None, idx, scale=SCALE, topk_lens=topk_lens,
+                                                       **opts)
+        assert_close(out_p, ref_out, "bfloat16")
+        assert_close(lse_p, ref_lse, "bfloat16", "lse")
+
+
+def test_one_sparse_plan_for_every_layer_of_a_scan_and_under_vmap(rng):
+    qn, qp, cache, idx = _sparse_inputs(rng, 4, 1, 64, 512)
+    lens = jnp.asarray([512, 100, 1, 300], jnp.int32)
+    qns = jnp.stack([qn, qn[::-1], qn * 0.5])
+
+    def step(use_plan):
+        plan = jaxpaged.mla_decode_sparse_plan(idx, lens, num_heads=64) if use_plan else None
+
+        def layer(carry, q):
+            out, _ = jaxpaged.mla_decode_sparse(q, qp, cache, None, idx, scale=SCALE, topk_lens=lens, plan=plan,
+                                                ds_dequant="float16")
+            return carry, out
+        return jax.lax.scan(layer, 0, qns)[1]
+
+    assert same(jax.jit(lambda: step(True))(), jax.jit(lambda: step(False))())
+    plan = jaxpaged.mla_decode_sparse_plan(idx, lens, num_heads=64)
+    f = lambda q: jaxpaged.mla_decode_sparse(q, qp, cache, None, idx, scale=SCALE, topk_lens=lens,  # noqa: E731
+                                             plan=plan, ds_dequant="float16")[0]
+    g = lambda q: jaxpaged.mla_decode_sparse(q, qp, cache, None, idx, scale=SCALE, topk_lens=lens,  # noqa: E731
+                                             ds_dequant="float16")[0]
+    assert same(jax.jit(jax.vmap(f))(qns), jax.jit(jax.vmap(g))(qns))  # (under vmap the plan is set aside)
+
+
+def test_sparse_plan_errors(rng):
+    qn, qp, cache, idx = _sparse_inputs(rng, 2, 1, 16, 64)
+    call = functools.partial(jaxpaged.mla_decode_sparse, qn, qp, cache, None, idx, scale=SCALE)
+    for bad in (jaxpaged.mla_decode_sparse_plan(idx, num_heads=32),                    # heads
+                jaxpaged.mla_decode_sparse_plan(idx[:, :, :32], num_heads=16),         # topk
+                jaxpaged.mla_decode_sparse_plan(idx[:1], num_heads=16)):               # lists
+        with pytest.raises(ValueError, match="plan was made for"):
+            call(plan=bad)
+    with pytest.raises(ValueError, match="plan must come from jaxpaged.mla_decode_sparse_plan"):
+        call(plan=jnp.zeros(334, jnp.int32))
+    with pytest.raises(ValueError, match="num_heads"):
+        jaxpaged.mla_decode_sparse_plan(idx, num_heads=0)
+    with pytest.raises(ValueError, match="indices must have shape"):
+        jaxpaged.mla_decode_sparse_plan(idx[0], num_heads=16)
+    with pytest.raises(ValueError, match="topk_lens"):
+        jaxpaged.mla_decode_sparse_plan(idx, jnp.zeros(3, jnp.int32), num_heads=16)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -192,7 +192,8 @@ ffi::Error run_mla_decode_gpu(const MlaDecodeParams& p, ffi::DataType dtype, flo
 }
 
 ffi::Error run_mla_sparse_gpu(const MlaDecodeParams& p, const int32_t* indices, const int32_t* topk_lens, int64_t topk,
-                              ffi::DataType dtype, float* ws, int64_t ws_floats, gpuStream_t stream) {
+                              ffi::DataType dtype, float* ws, int64_t ws_floats, gpuStream_t stream,
+                              const int32_t* plan) {
   if (p.batch * p.s_q * p.num_heads == 0) return ffi::Error::Success();
   const MlaDecodeParams lists = mla_sparse_as_lists(p, indices, topk_lens, topk);
   const MlaWorkspace w = MlaWorkspace::of(lists, mla_device(current_device()));
@@ -203,8 +204,9 @@ ffi::Error run_mla_sparse_gpu(const MlaDecodeParams& p, const int32_t* indices, 
   return with_gpu_dtype(dtype, "mla_decode_sparse", [&](auto t) -> ffi::Error {
     using T = decltype(t);
 #if defined(JAXPAGED_WITH_SM90)
-    if (w.hopper) return launch_hopper<T>(lists, w, ws, nullptr, stream);
+    if (w.hopper) return launch_hopper<T>(lists, w, ws, plan, stream);
 #endif
+    (void)plan;  // (the portable kernel has no partition schedule)
     return launch_mla_sparse_portable<T>(p, indices, topk_lens, topk, stream);
   });
 }

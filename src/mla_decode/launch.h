@@ -84,7 +84,9 @@ ffi::Error run_mla_plan_gpu(const int32_t* kv_lens, int64_t batch, int64_t rows,
                             gpuStream_t stream);
 // The same for sparse MLA decode (p: the op's queries and caches; handler_gpu.cu): the Hopper
 // kernel over the index lists (mla_sparse_as_lists) where it reads the format, else the portable one.
+// plan: a schedule made for these lists (mla_sparse_plan_for), or null.
 ffi::Error run_mla_sparse_gpu(const MlaDecodeParams& p, const int32_t* indices, const int32_t* topk_lens, int64_t topk,
-                              ffi::DataType dtype, float* ws, int64_t ws_floats, gpuStream_t stream);
+                              ffi::DataType dtype, float* ws, int64_t ws_floats, gpuStream_t stream,
+                              const int32_t* plan = nullptr);
 
 }  // namespace jaxpaged

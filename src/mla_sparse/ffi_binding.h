@@ -23,10 +23,13 @@ inline auto mla_sparse_binding() {
       .Arg<ffi::Buffer<ffi::S32>>()   // indices [B, s_q, topk]
       .Arg<ffi::Buffer<ffi::S32>>()   // topk_lens [B], or empty
       .Arg<ffi::Buffer<ffi::S32>>()   // options: traced options (mla_decode/params.h), or empty
+      .Arg<ffi::Buffer<ffi::S32>>()   // plan (jaxpaged.mla_decode_sparse_plan), or empty
       .Attr<float>("scale")
       .Attr<float>("kv_scale")
       .Attr<int32_t>("ds_read")        // 656-byte rows: 0 float32, 1 bf16, 2 f16 (mla_decode/params.h)
       .Attr<int32_t>("fp8_math")       // fp8 caches: the products may run in fp8 (mla_decode/params.h)
+      .Attr<int32_t>("plan_rows")      // the plan's query rows per list (Hq; 0: no plan)
+      .Attr<int32_t>("plan_capacity")  // the plan's longest list (topk)
       .Ret<ffi::AnyBuffer>()          // out
       .Ret<ffi::Buffer<ffi::F32>>();  // lse
 }
@@ -49,6 +52,18 @@ inline ffi::Error decode_mla_sparse(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, 
   if (lens != 0) JP_RETURN_IF_ERROR(check_dim(lens, p->mla.batch, "topk_lens length"));
   p->topk_lens = lens == 0 ? nullptr : topk_lens.typed_data();
   return ffi::Error::Success();
+}
+
+// The plan to use for a decoded sparse call, or null: one made for this call's lists
+// (jaxpaged.mla_decode_sparse_plan: the dense plan op over the B x s_q lists' lengths, Hq rows each,
+// capacity topk - the schedule the call would make), else the call computes its own (the same).
+inline const int32_t* mla_sparse_plan_for(const MlaSparseParams& p, ffi::Buffer<ffi::S32> plan, int32_t plan_rows,
+                                          int32_t plan_capacity) {
+  if (plan_rows <= 0 || int64_t(plan.element_count()) != mla_plan_ints(p.mla.batch * p.mla.s_q) ||
+      int64_t(plan_rows) != p.mla.num_heads || int64_t(plan_capacity) != p.topk) {
+    return nullptr;
+  }
+  return plan.typed_data();
 }
 
 }  // namespace jaxpaged

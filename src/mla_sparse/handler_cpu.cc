@@ -41,9 +41,10 @@ void mla_sparse_cpu(const MlaSparseParams& sp, Dtype dt, const MlaCacheFormat& f
 
 ffi::Error mla_sparse_cpu_impl(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, ffi::AnyBuffer ckv, ffi::AnyBuffer kpe,
                                ffi::Buffer<ffi::S32> indices, ffi::Buffer<ffi::S32> topk_lens,
-                               ffi::Buffer<ffi::S32> options, float scale, float kv_scale, int32_t ds_read,
-                               int32_t fp8_math,
-                               ffi::Result<ffi::AnyBuffer> out, ffi::Result<ffi::Buffer<ffi::F32>> lse) {
+                               ffi::Buffer<ffi::S32> options, ffi::Buffer<ffi::S32> /*plan: the CPU needs none*/,
+                               float scale, float kv_scale, int32_t ds_read, int32_t fp8_math,
+                               int32_t /*plan_rows*/, int32_t /*plan_capacity*/, ffi::Result<ffi::AnyBuffer> out,
+                               ffi::Result<ffi::Buffer<ffi::F32>> lse) {
   MlaSparseParams p{};
   JP_RETURN_IF_ERROR(decode_mla_sparse(q_nope, q_pe, ckv, kpe, indices, topk_lens, options, scale, kv_scale, ds_read,
                                        fp8_math, out, lse, &p));

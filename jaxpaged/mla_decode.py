@@ -130,22 +130,24 @@ def _no_plan():
 
 @jax.tree_util.register_pytree_node_class
 class MlaDecodePlan:
-    """A reusable schedule for the mla_decode calls of one serving step (from mla_decode_plan):
-    `schedule` is an int32 device array (opaque: its layout is the GPU kernels'), the other fields
-    the shapes it was made for. A pytree, so it passes through jit, scan and vmap like an array."""
+    """A reusable schedule for the mla_decode calls of one serving step (from mla_decode_plan; kind
+    "sparse": mla_decode_sparse's, from mla_decode_sparse_plan): `schedule` is an int32 device array
+    (opaque: its layout is the GPU kernels'), the other fields the shapes it was made for. A pytree,
+    so it passes through jit, scan and vmap like an array."""
 
-    def __init__(self, schedule, batch: int, rows: int, capacity: int):
-        self.schedule, self.batch, self.rows, self.capacity = schedule, batch, rows, capacity
+    def __init__(self, schedule, batch: int, rows: int, capacity: int, kind: str = "dense"):
+        self.schedule, self.batch, self.rows, self.capacity, self.kind = schedule, batch, rows, capacity, kind
 
     def tree_flatten(self):
-        return (self.schedule,), (self.batch, self.rows, self.capacity)
+        return (self.schedule,), (self.batch, self.rows, self.capacity, self.kind)
 
     @classmethod
     def tree_unflatten(cls, aux, children):
         return cls(children[0], *aux)
 
     def __repr__(self):
-        return f"MlaDecodePlan(batch={self.batch}, rows={self.rows}, capacity={self.capacity})"
+        kind = "" if self.kind == "dense" else f", kind={self.kind!r}"
+        return f"MlaDecodePlan(batch={self.batch}, rows={self.rows}, capacity={self.capacity}{kind})"
 
 
 class _MlaDecodePlan(_spec.OpSpec):
@@ -207,14 +209,16 @@ def mla_decode_plan(kv_lens, block_tables, *, num_heads: int, page_size: int, s_
     return MlaDecodePlan(schedule, int(shape[0]), rows, capacity)
 
 
-def _plan_operands(plan, batch, rows, capacity, maker="jaxpaged.mla_decode_plan",
-                   names=("B", "s_q x Hq", "max_pages x page_size")):
+def _plan_operands(plan, batch, rows, capacity, kind="dense", names=("B", "s_q x Hq", "max_pages x page_size")):
     """The plan operand and params of an mla_decode call (none when plan is None); mla_decode_sparse's
-    with its maker and the names of what a plan is made for (lists, rows per list, topk)."""
+    with kind "sparse" and the names of what its plans are made for (lists, rows per list, topk)."""
+    makers = {"dense": "jaxpaged.mla_decode_plan", "sparse": "jaxpaged.mla_decode_sparse_plan"}
     if plan is None:
         return _no_plan(), dict(plan_rows=0, plan_capacity=0)
     if not isinstance(plan, MlaDecodePlan):
-        raise ValueError(f"plan must come from {maker}; got {type(plan).__name__}")
+        raise ValueError(f"plan must come from {makers[kind]}; got {type(plan).__name__}")
+    if plan.kind != kind:
+        raise ValueError(f"plan must come from {makers[kind]}; got a plan from {makers[plan.kind]}")
     if (plan.batch, plan.rows, plan.capacity) != (batch, rows, capacity):
         made = ", ".join(f"{n}={v}" for n, v in zip(names, (plan.batch, plan.rows, plan.capacity)))
         call = ", ".join(f"{n}={v}" for n, v in zip(names, (batch, rows, capacity)))

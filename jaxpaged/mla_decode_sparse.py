@@ -123,7 +123,7 @@ def mla_decode_sparse(q_nope, q_pe, ckv_cache, kpe_cache, indices, *, scale, top
                                                "mla_decode_sparse", ds_dequant)
     batch, s_q, num_heads = (jnp.shape(q_nope) + (0, 0, 0))[:3]
     plan, plan_attrs = _plan_operands(plan, batch * s_q, num_heads, (jnp.shape(indices) + (0, 0, 0))[2],
-                                      "jaxpaged.mla_decode_sparse_plan", ("B x s_q", "Hq", "topk"))
+                                      "sparse", ("B x s_q", "Hq", "topk"))
     out, lse = mla_decode_sparse_p.bind(q_nope, q_pe, ckv_cache, kpe_cache, indices, topk_lens, options, plan,
                                         fp8_math=int(fp8_math), **attrs, **plan_attrs)
     return (out, lse) if sinks is None else (_sinks.apply_sinks(out, lse, sinks), lse)
@@ -159,4 +159,4 @@ def mla_decode_sparse_plan(indices, topk_lens=None, *, num_heads: int) -> MlaDec
         lens = jnp.clip(topk_lens, 0, topk)
     # (the calls' schedule: B x s_q lists of Hq query rows each, list i of topk_lens[i // s_q] keys)
     (schedule,) = mla_decode_plan_p.bind(jnp.repeat(lens, s_q), rows=int(num_heads), capacity=topk)
-    return MlaDecodePlan(schedule, batch * s_q, int(num_heads), topk)
+    return MlaDecodePlan(schedule, batch * s_q, int(num_heads), topk, kind="sparse")

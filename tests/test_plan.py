@@ -204,6 +204,15 @@ def test_sparse_plan_errors(rng):
             call(plan=bad)
     with pytest.raises(ValueError, match="plan must come from jaxpaged.mla_decode_sparse_plan"):
         call(plan=jnp.zeros(334, jnp.int32))
+    # (a dense plan of the same sizes - B x s_q, s_q x Hq and max_pages x page_size = topk - and the
+    # reverse: the kinds do not mix)
+    table = jnp.zeros((2, 1), jnp.int32)
+    dense = jaxpaged.mla_decode_plan(jnp.zeros(2, jnp.int32), table, num_heads=16, page_size=64)
+    with pytest.raises(ValueError, match="got a plan from jaxpaged.mla_decode_plan"):
+        call(plan=dense)
+    sparse = jaxpaged.mla_decode_sparse_plan(idx, num_heads=16)
+    with pytest.raises(ValueError, match="got a plan from jaxpaged.mla_decode_sparse_plan"):
+        jaxpaged.mla_decode(qn[..., :512], qp, cache, None, jnp.ones(2, jnp.int32), table, scale=SCALE, plan=sparse)
     with pytest.raises(ValueError, match="num_heads"):
         jaxpaged.mla_decode_sparse_plan(idx, num_heads=0)
     with pytest.raises(ValueError, match="indices must have shape"):

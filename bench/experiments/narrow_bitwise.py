@@ -40,9 +40,11 @@ def outputs():
     return res
 
 
-def main():
+def main(outputs_fn=None):
+    """save / compare (argv) the arrays of outputs_fn() (default: this file's cases; wide_bitwise.py
+    passes its own)."""
     mode, path = sys.argv[1], sys.argv[2]
-    res = outputs()
+    res = (outputs_fn or outputs)()
     if mode == "save":
         np.savez(path, **res)
         print(f"saved {len(res)} arrays")

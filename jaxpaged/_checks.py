@@ -50,6 +50,13 @@ def is_traced(value) -> bool:
     return isinstance(value, _TRACER)
 
 
+def positive_int(name: str, value) -> int:
+    """A positive Python (or numpy) int for a shape argument (a plan's num_heads, page_size...)."""
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be a positive Python int; got {value!r}")
+    return int(value)
+
+
 def static_bool(name: str, value) -> bool:
     """A Python (or numpy) bool for an option the kernels take as an attribute."""
     if not isinstance(value, (bool, np.bool_)):

@@ -198,8 +198,7 @@ def mla_decode_plan(kv_lens, block_tables, *, num_heads: int, page_size: int, s_
         raise ValueError(f"block_tables must have shape [B, max_pages] with B = len(kv_lens) = "
                          f"{jnp.shape(kv_lens)[0]}; got {shape}")
     for name, value in (("num_heads", num_heads), ("page_size", page_size), ("s_q", s_q)):
-        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{name} must be a positive Python int; got {value!r}")
+        _checks.positive_int(name, value)
     _checks.check_page_size("page_size", page_size)
     _checks.check_key_positions("block_tables", shape[1], page_size)
     rows, capacity = int(s_q) * int(num_heads), int(shape[1]) * int(page_size)

@@ -148,8 +148,7 @@ def mla_decode_sparse_plan(indices, topk_lens=None, *, num_heads: int) -> MlaDec
     shape = jnp.shape(indices)
     if len(shape) != 3:
         raise ValueError(f"indices must have shape [B, s_q, topk]; got shape {shape}")
-    if not isinstance(num_heads, (int, np.integer)) or isinstance(num_heads, bool) or num_heads < 1:
-        raise ValueError(f"num_heads must be a positive Python int; got {num_heads!r}")
+    num_heads = _checks.positive_int("num_heads", num_heads)
     batch, s_q, topk = (int(x) for x in shape)
     if topk_lens is None:
         lens = jnp.full((batch,), topk, jnp.int32)
@@ -158,5 +157,5 @@ def mla_decode_sparse_plan(indices, topk_lens=None, *, num_heads: int) -> MlaDec
         _checks.check_int32("topk_lens", topk_lens, (batch,), "[B]")
         lens = jnp.clip(topk_lens, 0, topk)
     # (the calls' schedule: B x s_q lists of Hq query rows each, list i of topk_lens[i // s_q] keys)
-    (schedule,) = mla_decode_plan_p.bind(jnp.repeat(lens, s_q), rows=int(num_heads), capacity=topk)
-    return MlaDecodePlan(schedule, batch * s_q, int(num_heads), topk, kind="sparse")
+    (schedule,) = mla_decode_plan_p.bind(jnp.repeat(lens, s_q), rows=num_heads, capacity=topk)
+    return MlaDecodePlan(schedule, batch * s_q, num_heads, topk, kind="sparse")

@@ -237,12 +237,6 @@ def _normalized_cu_q_lens(cu_q_lens, num_tokens: int):
     return cu_q_lens
 
 
-def _positive_int(name: str, value) -> int:
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be a positive Python int; got {value!r}")
-    return int(value)
-
-
 def paged_attention_plan(kv_lens, block_tables, cu_q_lens=None, *, num_q_heads: int, num_kv_heads: int,
                          page_size: int, num_tokens: int | None = None) -> PagedAttentionPlan:
     """The tile list of paged_attention calls over these sequences, made once per serving step and
@@ -270,9 +264,9 @@ def paged_attention_plan(kv_lens, block_tables, cu_q_lens=None, *, num_q_heads: 
         raise ValueError(f"block_tables must have shape [S, max_pages] with S = len(kv_lens) = "
                          f"{jnp.shape(kv_lens)[0] if jnp.ndim(kv_lens) else None}; got {shape}")
     num_seqs = int(shape[0])
-    num_q_heads = _positive_int("num_q_heads", num_q_heads)
-    num_kv_heads = _positive_int("num_kv_heads", num_kv_heads)
-    page_size = _positive_int("page_size", page_size)
+    num_q_heads = _checks.positive_int("num_q_heads", num_q_heads)
+    num_kv_heads = _checks.positive_int("num_kv_heads", num_kv_heads)
+    page_size = _checks.positive_int("page_size", page_size)
     if num_q_heads % num_kv_heads:
         raise ValueError(f"num_q_heads ({num_q_heads}) must be a multiple of num_kv_heads ({num_kv_heads})")
     _checks.check_page_size("page_size", page_size)

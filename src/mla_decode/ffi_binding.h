@@ -33,13 +33,18 @@ inline auto mla_decode_binding() {
 // The plan to use for a decoded call, or null: one made for this call's batch (its size),
 // query rows and cache capacity. A call under sharding or vmap may be smaller than the one the
 // plan was made for; it then computes its own schedule (the same one it would have got).
-inline const int32_t* mla_plan_for(const MlaDecodeParams& p, ffi::Buffer<ffi::S32> plan, int32_t plan_rows,
-                                   int32_t plan_capacity) {
-  if (plan_rows <= 0 || int64_t(plan.element_count()) != mla_plan_ints(p.batch) ||
-      int64_t(plan_rows) != p.s_q * p.num_heads || int64_t(plan_capacity) != p.max_pages * p.page_size) {
+// (batch, rows, capacity: what the call's schedule is made for - mla_sparse_plan_for's lists too)
+inline const int32_t* mla_plan_fitting(ffi::Buffer<ffi::S32> plan, int32_t plan_rows, int32_t plan_capacity,
+                                       int64_t batch, int64_t rows, int64_t capacity) {
+  if (plan_rows <= 0 || int64_t(plan.element_count()) != mla_plan_ints(batch) || int64_t(plan_rows) != rows ||
+      int64_t(plan_capacity) != capacity) {
     return nullptr;
   }
   return plan.typed_data();
+}
+inline const int32_t* mla_plan_for(const MlaDecodeParams& p, ffi::Buffer<ffi::S32> plan, int32_t plan_rows,
+                                   int32_t plan_capacity) {
+  return mla_plan_fitting(plan, plan_rows, plan_capacity, p.batch, p.s_q * p.num_heads, p.max_pages * p.page_size);
 }
 
 // The plan op (jaxpaged.mla_decode_plan): kv_lens and the shapes it depends on -> the schedule.

@@ -59,11 +59,7 @@ inline ffi::Error decode_mla_sparse(ffi::AnyBuffer q_nope, ffi::AnyBuffer q_pe, 
 // capacity topk - the schedule the call would make), else the call computes its own (the same).
 inline const int32_t* mla_sparse_plan_for(const MlaSparseParams& p, ffi::Buffer<ffi::S32> plan, int32_t plan_rows,
                                           int32_t plan_capacity) {
-  if (plan_rows <= 0 || int64_t(plan.element_count()) != mla_plan_ints(p.mla.batch * p.mla.s_q) ||
-      int64_t(plan_rows) != p.mla.num_heads || int64_t(plan_capacity) != p.topk) {
-    return nullptr;
-  }
-  return plan.typed_data();
+  return mla_plan_fitting(plan, plan_rows, plan_capacity, p.mla.batch * p.mla.s_q, p.mla.num_heads, p.topk);
 }
 
 }  // namespace jaxpaged

@@ -1111,24 +1111,42 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
         e_mb[mb] = e == kNoExp ? 1.f : wide_pow2(e);
       }
     }
-    tr(81);
-#pragma unroll
-    for (int k = 0; k < 16; ++k) {
-      if (k == 8) tr(82);
-      const int n = row_of(k, c), j = 4 * (k / 2) + k % 2;
-      // (a row past the sequence's is computed and not stored: whole rows' transposes below need
-      // every lane; the lanes that exchange share c, so n and live)
-      const bool live = row0 + n < rows_per_b;
+    // Each row's factor and lse once (threads 0-63, a row each) into shared memory (sMax's place:
+    // the pairs' maxima exchange is over, and the next sequence's first barrier orders its writes
+    // after every read below): the unrolled stores read them - a row's code there ~25
+    // instructions shorter - and whole and cut sequences run separate loops, so the code a
+    // sequence's epilogue runs through is about a third of what it was (NOTES item 84 h: the
+    // epilogue, once a sequence, took 10-20k cycles with ~37-44 KB of code, waiting on instruction
+    // fetch; item 85: this cut 4-10% per call off the fp8 modes, same outputs bit for bit).
+    float* sInv = sMax;                                        // [row]
+    uint32_t* sKeep = reinterpret_cast<uint32_t*>(sMax + 64);  // [row]
+    if (tid < 64) {
+      const int n = tid;
       const float4 x0 = *reinterpret_cast<const float4*>(sSum + n * 8);
       const float4 x1 = *reinterpret_cast<const float4*>(sSum + n * 8 + 4);
       const float sum = ((x0.x + x0.y) + (x0.z + x0.w)) + ((x1.x + x1.y) + (x1.z + x1.w));
       const MlaRowFactor f = mla_row_factor(sum, kv_scale, any_bad);
-      const int64_t row = int64_t(b) * rows_per_b + row0 + n;
-      const int64_t ws_row = int64_t(slot) * rows_per_b + row0 + n;
-      if (whole) {
+      sInv[n] = f.inv;
+      sKeep[n] = f.keep;
+      if (row0 + n < rows_per_b) {
+        const float lse = mla_row_lse(sM[parity * 64 + n], sum, any_bad);
+        if (whole) p.lse[int64_t(b) * rows_per_b + row0 + n] = lse;
+        else ws_lse[int64_t(slot) * rows_per_b + row0 + n] = lse;
+      }
+    }
+    named_barrier_sync(kWideBarBoth, 256);
+    tr(81);
+    if (whole) {
+#pragma unroll
+      for (int k = 0; k < 16; ++k) {
+        if (k == 8) tr(82);
+        const int n = row_of(k, c), j = 4 * (k / 2) + k % 2;
+        const MlaRowFactor f{sInv[n], sKeep[n]};
         // This thread's words of row n, columns 256 wg + 64 mb + 16 ww + 2 g (mb = 0..3); after a
         // 4 x 4 transpose across the lanes g = 4 h + i (lanes 16 h + 4 i + c), lane i holds columns
-        // 256 wg + 64 i + 16 ww + 8 h .. + 7 - one 16-byte store where four 4-byte ones were.
+        // 256 wg + 64 i + 16 ww + 8 h .. + 7 - one 16-byte store where four 4-byte ones were. (A
+        // row past the sequence's is computed and not stored: the transposes need every lane; the
+        // lanes that exchange share c, so the row.)
         uint32_t v[4];
 #pragma unroll
         for (int mb = 0; mb < 4; ++mb) {
@@ -1136,21 +1154,25 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
         }
         quad_transpose4<4>(v, g % 4);
         const int col = 256 * wg + 64 * (g % 4) + 16 * ww + 8 * (g / 4);
-        if (live) {
-          *reinterpret_cast<uint4*>(static_cast<T*>(p.out) + row * kMlaLatentDim + col) = make_uint4(v[0], v[1], v[2], v[3]);
+        if (row0 + n < rows_per_b) {
+          *reinterpret_cast<uint4*>(static_cast<T*>(p.out) + (int64_t(b) * rows_per_b + row0 + n) * kMlaLatentDim +
+                                    col) = make_uint4(v[0], v[1], v[2], v[3]);
         }
-      } else if (live) {
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < 16; ++k) {
+        if (k == 8) tr(82);
+        const int n = row_of(k, c), j = 4 * (k / 2) + k % 2;
+        if (row0 + n >= rows_per_b) continue;
+        const MlaRowFactor f{sInv[n], sKeep[n]};
+        float* dst = ws_out + (int64_t(slot) * rows_per_b + row0 + n) * kMlaLatentDim;
 #pragma unroll
         for (int mb = 0; mb < 4; ++mb) {
           const int col = 256 * wg + 64 * mb + 16 * ww + 2 * g;
-          const float y0 = mla_row_output(o[mb][j] * e_mb[mb], f), y1 = mla_row_output(o[mb][j + 2] * e_mb[mb], f);
-          *reinterpret_cast<float2*>(ws_out + ws_row * kMlaLatentDim + col) = make_float2(y0, y1);
+          *reinterpret_cast<float2*>(dst + col) =
+              make_float2(mla_row_output(o[mb][j] * e_mb[mb], f), mla_row_output(o[mb][j + 2] * e_mb[mb], f));
         }
-      }
-      if (live && wg == 0 && ww == 0 && g == 0) {
-        const float lse = mla_row_lse(sM[parity * 64 + n], sum, any_bad);
-        if (whole) p.lse[row] = lse;
-        else ws_lse[ws_row] = lse;
       }
     }
     tr(80);

@@ -16,7 +16,7 @@ use_peers
 export PYTHONUNBUFFERED=1
 VARIANTS=(base=. ec=patch:$E/2026-12-08_mla_bf16_epilogue_compact.patch)
 if [[ ${PART:-1} == 1 ]]; then
-  OUT=$OUT timeout 240 bash bench/ab.sh 0 "${VARIANTS[@]}" > "$OUT/ab_build.log" 2>&1
+  AB_REUSE=1 OUT=$OUT timeout 240 bash bench/ab.sh 0 "${VARIANTS[@]}" > "$OUT/ab_build.log" 2>&1  # (base: reused if built this machine session)
   grep -E "BUILD|PATCH|builds" "$OUT/ab_build.log" | cut -c1-150 | head -4
   WB=/tmp/ab_src_ec/$E/wgmma_bitwise.py
   (cd /tmp && PYTHONPATH=/tmp/ab_base:$PYTHONPATH timeout 120 python3 -P "$WB" save /tmp/wg_base.npz &&

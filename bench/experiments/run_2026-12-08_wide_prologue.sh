@@ -18,7 +18,7 @@ use_peers
 export PYTHONUNBUFFERED=1
 VARIANTS=(base=. qc=patch:$E/2026-12-08_wide_q_compact.patch a2=patch:$E/2026-12-07_wide_q_first_a2.patch)
 if [[ ${PART:-1} == 1 ]]; then
-  OUT=$OUT timeout 300 bash bench/ab.sh 0 "${VARIANTS[@]}" > "$OUT/ab_build.log" 2>&1
+  AB_REUSE=1 OUT=$OUT timeout 300 bash bench/ab.sh 0 "${VARIANTS[@]}" > "$OUT/ab_build.log" 2>&1
   grep -E "BUILD|PATCH|builds" "$OUT/ab_build.log" | cut -c1-150 | head -6
   WB=/tmp/ab_src_qc/$E/wide_bitwise.py
   (cd /tmp && PYTHONPATH=/tmp/ab_base:$PYTHONPATH timeout 120 python3 -P "$WB" save /tmp/wb_base.npz &&

@@ -18,21 +18,28 @@ if [[ ${PART:-1} == one ]]; then
   # PART=one V=qc|ec (~450 s): one patch in one call - build base and it, its bit-for-bit check, its
   # tests (under a limit), then two alternating rounds on its configs.
   if [[ $V == qc ]]; then VS=("${WIDE[@]:0:2}") BW=wide_bitwise.py TF="test_fp8.py test_mla_sparse.py" TL=110 \
-    CF="sparse_fp8math_h128_b64_topk2048 mla_656fp8math_h128_b64_ctx4k"
+    CF=${CF:-"sparse_fp8math_h128_b64_topk2048 mla_656fp8math_h128_b64_ctx4k"}
   else VS=("${WG[@]}") BW=wgmma_bitwise.py TF="test_mla_decode.py test_mla_sparse.py test_fp8.py" TL=170 \
-    CF="mla_h128_b64_ctx4k mla_h64_b128_ctx4k"; fi
+    CF=${CF:-"mla_h128_b64_ctx4k mla_h64_b128_ctx4k"}; fi
   AB_REUSE=1 OUT=$OUT timeout 200 bash bench/ab.sh 0 "${VS[@]}" > "$OUT/ab_build.log" 2>&1
   grep -E "BUILD|PATCH|builds" "$OUT/ab_build.log" | cut -c1-150 | head -4
   (cd /tmp && PYTHONPATH=/tmp/ab_base:$PYTHONPATH timeout 100 python3 -P /tmp/ab_src_$V/$E/$BW save /tmp/b_base.npz &&
     PYTHONPATH=/tmp/ab_$V:$PYTHONPATH timeout 100 python3 -P /tmp/ab_src_$V/$E/$BW compare /tmp/b_base.npz) > "$OUT/bitwise.log" 2>&1
   grep -E "cut\)|DIFFERS|bitwise|Error" "$OUT/bitwise.log" | sort | uniq -c | sort -rn | head -12
   echo "bitwise: $(( $(date +%s) - start )) s"
-  (cd /tmp && PYTHONPATH=/tmp/ab_$V:$PYTHONPATH timeout $TL python3 -m pytest -q -p no:cacheprovider \
+  one_tests() {
+  (cd /tmp && PYTHONPATH=/tmp/ab_$V:$PYTHONPATH timeout $(( AB_FIRST ? ${ONE_END:-560} - ($(date +%s) - start) : TL )) python3 -m pytest -q -p no:cacheprovider \
     $(for f in $TF; do echo /tmp/ab_src_$V/tests/$f; done) -k mla -n 14 > "$OUT/tests_$V.log" 2>&1
   echo "tests of $V: rc $? - $(tail -1 "$OUT/tests_$V.log")"; grep -E "^(FAILED|ERROR)" "$OUT/tests_$V.log" | head -8)
-  AB_REUSE=1 OUT=$OUT/ab timeout $(( ${ONE_END:-560} - ($(date +%s) - start) )) bash bench/ab.sh 2 "${VS[@]}" -- --ours-step \
+  }
+  one_ab() {
+  AB_REUSE=1 OUT=$OUT/ab timeout $(( AB_FIRST ? 170 : ${ONE_END:-560} - ($(date +%s) - start) )) bash bench/ab.sh 2 "${VS[@]}" -- --ours-step \
     --only $CF > "$OUT/ab.log" 2>&1
   grep -E "^==|^(mla|sparse)_|FAILED|total" "$OUT/ab.log" | cut -c1-130 | tail -12
+  }
+  # AB_FIRST=1 (a short budget): the timing first (CF may be narrowed), the tests in what is left.
+  AB_FIRST=${AB_FIRST:-0}
+  if (( AB_FIRST )); then one_ab; one_tests; else one_tests; one_ab; fi
 elif [[ ${PART:-1} == 1 ]]; then
   AB_REUSE=1 OUT=$OUT timeout 280 bash bench/ab.sh 0 "${WIDE[@]}" "${WG[1]}" > "$OUT/ab_build.log" 2>&1
   grep -E "BUILD|PATCH|builds" "$OUT/ab_build.log" | cut -c1-150 | head -6

@@ -1,73 +1,106 @@
 #!/usr/bin/env bash
-# Session 61: run_2026-12-08_wide_prologue.sh and run_2026-12-08_wgmma_epilogue.sh folded into two
-# calls (the device budget after a slow start holds no more): one build of base, qc and ec (a2: A2=1).
-#   PART=1 (~480 s, P1_END): the four builds at once; each patch's bit-for-bit check against base
-#     (wide_bitwise.py of the qc tree for qc and a2, wgmma_bitwise.py of the ec tree for ec);
-#     qc's wide-kernel cases, then ec's MLA cases, each under a time limit.
-#   PART=2 (~360 s, right after, AB_REUSE): ROUNDS (2) alternating rounds of base/qc(/a2) on two wide
-#     configs, then of base/ec on three 16-bit MLA configs.
+# Prepared in sessions 60-61, not yet run (session 61's device calls were all refused): the
+# prepared kernel patches, in as few calls on one warm machine as they fit (carry .whl):
+#   qn = 2026-12-08_wide_q_compact.patch + 2026-12-09_narrow_q_compact.patch: the wide and the narrow
+#        fp8 kernels' per-sequence query sections in compact code (NOTES items 85 e-f, 86). They
+#        touch different kernels (fp8_wide.cu, fp8_narrow.cu), so one tree serves both: the wide
+#        configs time qc, the h16 fp8 config times the narrow one.
+#   ec = 2026-12-08_mla_bf16_epilogue_compact.patch: the 16-bit wgmma kernel's epilogue (item 85 h).
+#   see = 2026-12-09_wide_seesaw.patch: the wide kernel's two warpgroups offset (item 86; changes
+#        kF8's and kDF dense's numerics - not bit-identical there - and can hang if wrong).
+# All three compact patches must leave every output bit-identical (wide_bitwise.py, narrow_bitwise.py,
+# wgmma_bitwise.py of the patched trees).
+#   PART=1 (~480 s): builds base (HEAD), qn, ec; the bit-for-bit checks; qn's and ec's MLA cases.
+#   PART=2 (~380 s, right after, AB_REUSE): two alternating rounds, base/qn on three fp8 configs,
+#     base/ec on two 16-bit ones.
+#   PART=3 (~520 s): see - build, its fp8/sparse MLA cases under a time limit (a hang shows as the
+#     limit), wide_bitwise twice on it (run-to-run identity: a race shows as a difference) and
+#     against base (only kF8 / kDF dense may differ), two rounds base/see on the dense fp8_math configs.
+#   PART=one V=qn|ec (~450 s, a short budget): one patch in one call - build, bitwise, A/B first on
+#     CF (default its configs) then its tests in what is left (ONE_END, default 560 s).
 set -uo pipefail
 source bench/experiments/run_lib.sh
 use_peers
 export PYTHONUNBUFFERED=1
-WIDE=(base=. qc=patch:$E/2026-12-08_wide_q_compact.patch)
-# A2=1: a2 too (the device budget of session 61 left it out)
-[[ -n ${A2:-} ]] && WIDE+=(a2=patch:$E/2026-12-07_wide_q_first_a2.patch)
-WG=(base=. ec=patch:$E/2026-12-08_mla_bf16_epilogue_compact.patch)
-if [[ ${PART:-1} == one ]]; then
-  # PART=one V=qc|ec (~450 s): one patch in one call - build base and it, its bit-for-bit check, its
-  # tests (under a limit), then two alternating rounds on its configs.
-  if [[ $V == qc ]]; then VS=("${WIDE[@]:0:2}") BW=wide_bitwise.py TF="test_fp8.py test_mla_sparse.py" TL=110 \
-    CF=${CF:-"sparse_fp8math_h128_b64_topk2048 mla_656fp8math_h128_b64_ctx4k"}
-  else VS=("${WG[@]}") BW=wgmma_bitwise.py TF="test_mla_decode.py test_mla_sparse.py test_fp8.py" TL=170 \
-    CF=${CF:-"mla_h128_b64_ctx4k mla_h64_b128_ctx4k"}; fi
+QN=(base=. qn=patch:$E/2026-12-08_wide_q_compact.patch+$E/2026-12-09_narrow_q_compact.patch)
+EC=(base=. ec=patch:$E/2026-12-08_mla_bf16_epilogue_compact.patch)
+SEE=(base=. see=patch:$E/2026-12-09_wide_seesaw.patch)
+QN_CF="sparse_fp8math_h128_b64_topk2048 mla_656fp8math_h128_b64_ctx4k mla_fp8_h16_b128_ctx4k"
+EC_CF="mla_h128_b64_ctx4k mla_h64_b128_ctx4k"
+SEE_CF="mla_fp8math_h128_b64_ctx4k mla_656fp8math_h128_b64_ctx4k"
+# bitwise V SCRIPT...: each script of V's tree saved on base's build, then compared on V's
+bitwise() {
+  local v=$1 s
+  shift
+  for s in "$@"; do
+    echo "== $v: $s"
+    (cd /tmp && PYTHONPATH=/tmp/ab_base:$PYTHONPATH timeout 150 python3 -P /tmp/ab_src_$v/$E/$s save /tmp/bw_${v}_$s.npz &&
+      PYTHONPATH=/tmp/ab_$v:$PYTHONPATH timeout 150 python3 -P /tmp/ab_src_$v/$E/$s compare /tmp/bw_${v}_$s.npz)
+  done > "$OUT/bitwise_$v.log" 2>&1
+}
+# tests V LIMIT PYTEST_ARGS...: V's own tests (paths under its tree) on its build
+tests() {
+  local v=$1 limit=$2 a args=()
+  shift 2
+  for a in "$@"; do [[ $a == tests/* ]] && args+=("/tmp/ab_src_$v/$a") || args+=("$a"); done
+  (cd /tmp && PYTHONPATH=/tmp/ab_$v:$PYTHONPATH timeout "$limit" python3 -m pytest -q -p no:cacheprovider "${args[@]}" \
+    > "$OUT/tests_$v.log" 2>&1)
+  local rc=$?
+  echo "tests of $v: rc $rc - $(tail -1 "$OUT/tests_$v.log")"
+  grep -E "^(FAILED|ERROR)" "$OUT/tests_$v.log" | head -8
+  if ((rc == 124)); then  # (cut at the limit: a hung kernel keeps its xdist worker, and the GPU, busy)
+    pkill -9 -f "exec\(eval\(sys.stdin" && echo "tests of $v: cut at ${limit} s, workers killed"
+    sleep 2
+  fi
+  return $rc
+}
+# ab NAME LIMIT VARIANT... -- CONFIG...: ROUNDS (2) alternating rounds into $OUT/NAME
+ab() {
+  local name=$1 limit=$2
+  shift 2
+  AB_REUSE=1 OUT=$OUT/$name timeout "$limit" bash bench/ab.sh "${ROUNDS:-2}" "$@" > "$OUT/ab_$name.log" 2>&1
+  grep -E "^==|^(mla|sparse)_|FAILED|total" "$OUT/ab_$name.log" | cut -c1-130 | tail -16
+}
+left() { echo $(( $1 - ($(date +%s) - start) )); }
+case ${PART:-1} in
+1)
+  AB_REUSE=1 OUT=$OUT timeout 280 bash bench/ab.sh 0 "${QN[@]}" "${EC[1]}" > "$OUT/ab_build.log" 2>&1
+  grep -E "BUILD|PATCH|builds" "$OUT/ab_build.log" | cut -c1-150 | head -6
+  bitwise qn wide_bitwise.py narrow_bitwise.py &
+  bitwise ec wgmma_bitwise.py &
+  wait
+  grep -hE "^==|DIFFERS|bitwise|Error|cut\)" "$OUT"/bitwise_{qn,ec}.log | sort | uniq -c | head -20
+  echo "bitwise: $(( $(date +%s) - start )) s"
+  tests qn 150 tests/test_fp8.py tests/test_mla_sparse.py -k mla -n 12
+  tests ec "$(left ${P1_END:-560})" tests/test_mla_decode.py tests/test_mla_sparse.py tests/test_fp8.py -k mla -n 12
+  ;;
+2)
+  ab qn 240 "${QN[@]}" -- --ours-step --only $QN_CF
+  ab ec "$(left 585)" "${EC[@]}" -- --ours-step --only $EC_CF
+  ;;
+3)
+  AB_REUSE=1 OUT=$OUT timeout 200 bash bench/ab.sh 0 "${SEE[@]}" > "$OUT/ab_build.log" 2>&1
+  grep -E "BUILD|PATCH|builds" "$OUT/ab_build.log" | cut -c1-150 | head -4
+  tests see 240 tests/test_fp8.py tests/test_mla_sparse.py -k mla -n 12
+  (($? == 124)) && { echo "see: no timing after a cut test run"; echo "total $(( $(date +%s) - start )) s"; exit 0; }
+  WB=/tmp/ab_src_see/$E/wide_bitwise.py
+  (cd /tmp && PYTHONPATH=/tmp/ab_see:$PYTHONPATH timeout 100 python3 -P $WB save /tmp/see1.npz &&
+    echo "== see against itself" && PYTHONPATH=/tmp/ab_see:$PYTHONPATH timeout 100 python3 -P $WB compare /tmp/see1.npz &&
+    echo "== base against see" && PYTHONPATH=/tmp/ab_base:$PYTHONPATH timeout 100 python3 -P $WB compare /tmp/see1.npz) \
+    > "$OUT/bitwise_see.log" 2>&1
+  grep -E "^==|DIFFERS|bitwise|Error" "$OUT/bitwise_see.log" | cut -c1-140 | head -20
+  ab see "$(left 585)" "${SEE[@]}" -- --ours-step --only $SEE_CF
+  ;;
+one)
+  if [[ $V == qn ]]; then VS=("${QN[@]}") BWS="wide_bitwise.py narrow_bitwise.py" CF=${CF:-$QN_CF} \
+    TA="tests/test_fp8.py tests/test_mla_sparse.py"
+  else VS=("${EC[@]}") BWS=wgmma_bitwise.py CF=${CF:-$EC_CF} TA="tests/test_mla_decode.py tests/test_mla_sparse.py tests/test_fp8.py"; fi
   AB_REUSE=1 OUT=$OUT timeout 200 bash bench/ab.sh 0 "${VS[@]}" > "$OUT/ab_build.log" 2>&1
   grep -E "BUILD|PATCH|builds" "$OUT/ab_build.log" | cut -c1-150 | head -4
-  (cd /tmp && PYTHONPATH=/tmp/ab_base:$PYTHONPATH timeout 100 python3 -P /tmp/ab_src_$V/$E/$BW save /tmp/b_base.npz &&
-    PYTHONPATH=/tmp/ab_$V:$PYTHONPATH timeout 100 python3 -P /tmp/ab_src_$V/$E/$BW compare /tmp/b_base.npz) > "$OUT/bitwise.log" 2>&1
-  grep -E "cut\)|DIFFERS|bitwise|Error" "$OUT/bitwise.log" | sort | uniq -c | sort -rn | head -12
-  echo "bitwise: $(( $(date +%s) - start )) s"
-  one_tests() {
-  (cd /tmp && PYTHONPATH=/tmp/ab_$V:$PYTHONPATH timeout $(( AB_FIRST ? ${ONE_END:-560} - ($(date +%s) - start) : TL )) python3 -m pytest -q -p no:cacheprovider \
-    $(for f in $TF; do echo /tmp/ab_src_$V/tests/$f; done) -k mla -n 14 > "$OUT/tests_$V.log" 2>&1
-  echo "tests of $V: rc $? - $(tail -1 "$OUT/tests_$V.log")"; grep -E "^(FAILED|ERROR)" "$OUT/tests_$V.log" | head -8)
-  }
-  one_ab() {
-  AB_REUSE=1 OUT=$OUT/ab timeout $(( AB_FIRST ? 170 : ${ONE_END:-560} - ($(date +%s) - start) )) bash bench/ab.sh 2 "${VS[@]}" -- --ours-step \
-    --only $CF > "$OUT/ab.log" 2>&1
-  grep -E "^==|^(mla|sparse)_|FAILED|total" "$OUT/ab.log" | cut -c1-130 | tail -12
-  }
-  # AB_FIRST=1 (a short budget): the timing first (CF may be narrowed), the tests in what is left.
-  AB_FIRST=${AB_FIRST:-0}
-  if (( AB_FIRST )); then one_ab; one_tests; else one_tests; one_ab; fi
-elif [[ ${PART:-1} == 1 ]]; then
-  AB_REUSE=1 OUT=$OUT timeout 280 bash bench/ab.sh 0 "${WIDE[@]}" "${WG[1]}" > "$OUT/ab_build.log" 2>&1
-  grep -E "BUILD|PATCH|builds" "$OUT/ab_build.log" | cut -c1-150 | head -6
-  WB=/tmp/ab_src_qc/$E/wide_bitwise.py GB=/tmp/ab_src_ec/$E/wgmma_bitwise.py
-  (cd /tmp && PYTHONPATH=/tmp/ab_base:$PYTHONPATH timeout 120 python3 -P "$WB" save /tmp/wb_base.npz &&
-    for v in qc ${A2:+a2}; do echo "== $v"; PYTHONPATH=/tmp/ab_$v:$PYTHONPATH timeout 120 python3 -P "$WB" compare /tmp/wb_base.npz; done) \
-    > "$OUT/bitwise_wide.log" 2>&1 &
-  (cd /tmp && PYTHONPATH=/tmp/ab_base:$PYTHONPATH timeout 120 python3 -P "$GB" save /tmp/wg_base.npz &&
-    PYTHONPATH=/tmp/ab_ec:$PYTHONPATH timeout 120 python3 -P "$GB" compare /tmp/wg_base.npz) > "$OUT/bitwise_wgmma.log" 2>&1 &
-  wait
-  grep -E "^==|DIFFERS|bitwise|Error" "$OUT/bitwise_wide.log" | head -10
-  grep -E "cut\)|DIFFERS|bitwise|Error" "$OUT/bitwise_wgmma.log" | sort | uniq -c | sort -rn | head -12
-  echo "bitwise: $(( $(date +%s) - start )) s"
-  cd /tmp
-  t=/tmp/ab_src_qc/tests
-  PYTHONPATH=/tmp/ab_qc:$PYTHONPATH timeout 130 python3 -m pytest -q -p no:cacheprovider $t/test_fp8.py $t/test_mla_sparse.py \
-    -k mla -n 12 > "$OUT/tests_qc.log" 2>&1
-  echo "tests of qc: rc $? - $(tail -1 "$OUT/tests_qc.log")"; grep -E "^(FAILED|ERROR)" "$OUT/tests_qc.log" | head -8
-  t=/tmp/ab_src_ec/tests
-  PYTHONPATH=/tmp/ab_ec:$PYTHONPATH timeout $(( ${P1_END:-480} - ($(date +%s) - start) )) python3 -m pytest -q -p no:cacheprovider \
-    $t/test_mla_decode.py $t/test_mla_sparse.py $t/test_fp8.py -k mla -n 12 > "$OUT/tests_ec.log" 2>&1
-  echo "tests of ec: rc $? - $(tail -1 "$OUT/tests_ec.log")"; grep -E "^(FAILED|ERROR)" "$OUT/tests_ec.log" | head -8
-else
-  AB_REUSE=1 OUT=$OUT/wide timeout 300 bash bench/ab.sh ${ROUNDS:-2} "${WIDE[@]}" -- --ours-step --only \
-    sparse_fp8math_h128_b64_topk2048 mla_656fp8math_h128_b64_ctx4k > "$OUT/ab_wide.log" 2>&1
-  grep -E "^==|^(mla|sparse)_|FAILED|total" "$OUT/ab_wide.log" | cut -c1-130 | tail -16
-  AB_REUSE=1 OUT=$OUT/wg timeout $(( 585 - ($(date +%s) - start) )) bash bench/ab.sh ${ROUNDS:-2} "${WG[@]}" -- --ours-step --only \
-    mla_h128_b64_ctx4k mla_h64_b128_ctx4k mla_h128_b4_ctx4k > "$OUT/ab_wg.log" 2>&1
-  grep -E "^==|^mla_|FAILED|total" "$OUT/ab_wg.log" | cut -c1-130 | tail -16
-fi
+  bitwise "$V" $BWS
+  grep -E "^==|DIFFERS|bitwise|Error|cut\)" "$OUT/bitwise_$V.log" | sort | uniq -c | head -12
+  ab "$V" 170 "${VS[@]}" -- --ours-step --only $CF
+  tests "$V" "$(left ${ONE_END:-560})" $TA -k mla -n 14
+  ;;
+esac
 echo "total $(( $(date +%s) - start )) s"

@@ -75,7 +75,7 @@ case ${PART:-1} in
   tests ec "$(left ${P1_END:-560})" tests/test_mla_decode.py tests/test_mla_sparse.py tests/test_fp8.py -k mla -n 12
   ;;
 2)
-  ab qn 240 "${QN[@]}" -- --ours-step --only $QN_CF
+  ab qn 260 "${QN[@]}" -- --ours-step --only $QN_CF
   ab ec "$(left 585)" "${EC[@]}" -- --ours-step --only $EC_CF
   ;;
 3)

@@ -16,6 +16,11 @@
 #   PART=3 (~520 s): see - build, its fp8/sparse MLA cases under a time limit (a hang shows as the
 #     limit), wide_bitwise twice on it (run-to-run identity: a race shows as a difference) and
 #     against base (only kF8 / kDF dense may differ), two rounds base/see on the dense fp8_math configs.
+#   PART=4 (~520 s): sk = 2026-12-09_mla_schedule_in_kernel.patch (item 86 f: without a plan the
+#     attention kernels make their schedule, no schedule kernel; same words, so outputs identical
+#     to the plan's) - build, the MLA cases incl. test_plan.py, wide_bitwise.py against base (must
+#     be equal: same schedule), two rounds base/sk on three configs (ours_ms is the call without a
+#     plan, ours_plan_ms with one: the gap between them is what sk should close).
 #   PART=one V=qn|ec (~450 s, a short budget): one patch in one call - build, bitwise, A/B first on
 #     CF (default its configs) then its tests in what is left (ONE_END, default 560 s).
 set -uo pipefail
@@ -25,6 +30,7 @@ export PYTHONUNBUFFERED=1
 QN=(base=. qn=patch:$E/2026-12-08_wide_q_compact.patch+$E/2026-12-09_narrow_q_compact.patch)
 EC=(base=. ec=patch:$E/2026-12-08_mla_bf16_epilogue_compact.patch)
 SEE=(base=. see=patch:$E/2026-12-09_wide_seesaw.patch)
+SK=(base=. sk=patch:$E/2026-12-09_mla_schedule_in_kernel.patch)
 QN_CF="sparse_fp8math_h128_b64_topk2048 mla_656fp8math_h128_b64_ctx4k mla_fp8_h16_b128_ctx4k"
 EC_CF="mla_h128_b64_ctx4k mla_h64_b128_ctx4k"
 SEE_CF="mla_fp8math_h128_b64_ctx4k mla_656fp8math_h128_b64_ctx4k"
@@ -90,6 +96,16 @@ case ${PART:-1} in
     > "$OUT/bitwise_see.log" 2>&1
   grep -E "^==|DIFFERS|bitwise|Error" "$OUT/bitwise_see.log" | cut -c1-140 | head -20
   ab see "$(left 585)" "${SEE[@]}" -- --ours-step --only $SEE_CF
+  ;;
+4)
+  AB_REUSE=1 OUT=$OUT timeout 200 bash bench/ab.sh 0 "${SK[@]}" > "$OUT/ab_build.log" 2>&1
+  grep -E "BUILD|PATCH|builds" "$OUT/ab_build.log" | cut -c1-150 | head -4
+  tests sk 220 tests/test_plan.py tests/test_mla_decode.py tests/test_mla_sparse.py tests/test_fp8.py -k "plan or mla" -n 12
+  (($? == 124)) && { echo "sk: no timing after a cut test run"; echo "total $(( $(date +%s) - start )) s"; exit 0; }
+  bitwise sk wide_bitwise.py
+  grep -E "^==|DIFFERS|bitwise|Error" "$OUT/bitwise_sk.log" | cut -c1-140 | head -8
+  ab sk "$(left 585)" "${SK[@]}" -- --ours-step --only mla_h128_b64_ctx4k mla_fp8math_h128_b64_ctx4k \
+    sparse_fp8math_h128_b64_topk2048
   ;;
 one)
   if [[ $V == qn ]]; then VS=("${QN[@]}") BWS="wide_bitwise.py narrow_bitwise.py" CF=${CF:-$QN_CF} \

@@ -2,14 +2,14 @@
 # Prepared in session 60, one call (~250 s) after run_2026-12-08_wide_prologue.sh on the same
 # machine (its patched trees /tmp/ab_src_NAME): the probe's timelines (sparse kDF
 # h128 b64 top-2048 and dense kDF 4096 keys) of HEAD and of each variant named in TRACE_VARIANTS
-# (default "qc a2"), to read a block's fixed costs: sequence start -> queries ready (marks
+# (default "qn see": run_2026-12-08_combined.sh's trees; session 60 named "qc a2"), to read a block's fixed costs: sequence start -> queries ready (marks
 # 61 -> 62) and epilogue start -> stored (79 -> 80; since 608c3be the factors' work is in 79 -> 81,
 # and the report still names 81 "sums met"). HEAD's epilogue is the compact one now: session 59's
 # traces (bench/logs/2026-11-29_h200_session59_call6_*) are the code before it.
 set -uo pipefail
 source bench/experiments/run_lib.sh
 source bench/experiments/trace_lib.sh
-read -r -a VS <<< "${TRACE_VARIANTS:-qc a2}"
+read -r -a VS <<< "${TRACE_VARIANTS:-qn see}"
 trace_build . /tmp/trace_head "$OUT/trace_build_head.log" &
 for v in "${VS[@]}"; do
   [[ -d /tmp/ab_src_$v ]] && trace_build /tmp/ab_src_$v /tmp/trace_$v "$OUT/trace_build_$v.log" &

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Superseded (session 61): run_2026-12-08_combined.sh runs these patches with the others, in fewer calls.
 # Prepared in session 60 (NOTES item 85 h), two calls back to back on one warm machine (carry .whl):
 # the 16-bit MLA kernel's (sm90/kernel.cuh, epilogue.cuh) once-run code made compact
 # (2026-12-08_mla_bf16_epilogue_compact.patch, a helper's: each row's factor and lse once, whole and

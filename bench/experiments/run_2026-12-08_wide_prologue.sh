@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Superseded (session 61): run_2026-12-08_combined.sh runs these patches with the others, in fewer calls.
 # Prepared in session 60 (NOTES item 85 e-g), two calls back to back on one warm machine (carry .whl):
 # the wide fp8 kernel's per-sequence query section (Q^T), which the traces put at 11-13k cycles a
 # block against ~1-2k of load latency. Two hypotheses, one variant each, both bit-identical to HEAD:

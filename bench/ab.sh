@@ -8,7 +8,8 @@
 # all are built at once into their own folders, then `bench.py --ours-only` runs ROUNDS times per
 # variant, variants alternating, so drift of the machine shows up as spread rather than as a gain.
 # Each variant runs its own tree's bench/bench.py (the bench may change with the package).
-# ROUNDS=0 only builds.
+# ROUNDS=0 only builds. AB_REUSE=1 keeps builds of the same sources from an earlier call on the
+# warm machine; AB_PREBUILT=DIR takes carried builds made on another machine (bench/prebuild.sh).
 set -uo pipefail
 ROUNDS=$1
 shift
@@ -19,25 +20,33 @@ OUT=${OUT:-/tmp/jaxpaged-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 JAXPAGED_CUDA_ARCHS=${JAXPAGED_CUDA_ARCHS:-90a}
 start=$(date +%s)
+source "$(dirname "$0")/prebuilt_lib.sh"
 declare -A TREE
 for v in "${VARIANTS[@]}"; do
   name=${v%%=*} src=${v#*=}
   if [[ $src == patch:* ]]; then  # a copy of the working tree with the patches applied
-    tree=/tmp/ab_src_$name
-    rm -rf "$tree" && mkdir -p "$tree"
-    tar --exclude=./abtmp --exclude=./.whl --exclude=./build --exclude=./.git -cf - . | tar -xf - -C "$tree"
-    IFS=+ read -ra patches <<< "${src#patch:}"
-    for pf in "${patches[@]}"; do
-      patch -d "$tree" -p1 --quiet < "$pf" || { echo "PATCH FAILED: $name ($pf)"; wait; exit 1; }
-    done
-    src=$tree
+    src=/tmp/ab_src_$name
+    patched_tree "$src" "${v#*=}" || { wait; exit 1; }
   fi
   TREE[$name]=$(cd "$src" && pwd)
-  # AB_REUSE=1: keep a variant already built by an earlier ab.sh in this machine's session
-  # (e.g. `bash bench/ab.sh 0 ...` builds only; tests can run on /tmp/ab_NAME before the timing).
-  [[ -n ${AB_REUSE:-} && -d /tmp/ab_$name/jaxpaged ]] && continue
-  python3 -m pip install --no-build-isolation --no-deps --target "/tmp/ab_$name" "$src" \
-    > "$OUT/build_$name.log" 2>&1 || echo "BUILD FAILED: $name" &
+  # Each build is stamped with its tree's hash (/tmp/ab_NAME/.tree_hash).
+  hash=$(tree_hash "$src")
+  # AB_REUSE=1: keep a variant already built from the same sources by an earlier ab.sh in this
+  # machine's session (e.g. `bash bench/ab.sh 0 ...` builds only; tests can run on /tmp/ab_NAME
+  # before the timing); a build of other sources under that name (say base=. after a landing) is
+  # built again.
+  [[ -n ${AB_REUSE:-} && -d /tmp/ab_$name/jaxpaged && $(cat "/tmp/ab_$name/.tree_hash" 2>/dev/null) == "$hash" ]] &&
+    continue
+  # AB_PREBUILT=DIR (carried; made here by bench/prebuild.sh): a build of these same sources from
+  # DIR is unpacked instead of building, if it imports with CUDA handlers.
+  if [[ -n ${AB_PREBUILT:-} ]] && prebuilt_use "$name" "$src" "$AB_PREBUILT"; then
+    echo "$hash" > "/tmp/ab_$name/.tree_hash"
+    continue
+  fi
+  # (pip's --target leaves an existing package folder in place: the old build goes first)
+  rm -rf "/tmp/ab_$name"
+  { python3 -m pip install --no-build-isolation --no-deps --target "/tmp/ab_$name" "$src" \
+      > "$OUT/build_$name.log" 2>&1 && echo "$hash" > "/tmp/ab_$name/.tree_hash"; } || echo "BUILD FAILED: $name" &
 done
 wait
 echo "builds: $(( $(date +%s) - start )) s"

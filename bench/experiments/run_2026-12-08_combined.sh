@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Prepared in sessions 60-61, not yet run (session 61's device calls were all refused): the
 # prepared kernel patches, in as few calls on one warm machine as they fit. Carry .whlmin and
-# .prebuilt (session 62: base, qn, ec, see and sk built here by bench/prebuild.sh, ~33 MB; the
-# builds then cost a few seconds there instead of ~100-260 s; a variant whose tree changed since
-# is built there as before); no peer runs here, so .whl (32 MB) need not travel.
+# .prebuilt (session 62, NOTES item 87 b: base, qn, ec, see, sk and, for a tree where qc, narrow
+# and ec have landed, L, Lsee, Lsk - built here by bench/prebuild.sh, ~49 MB, found by tree hash;
+# the builds then cost seconds there instead of ~100-260 s; a variant whose tree matches none is
+# built there as before); no peer runs here, so .whl (32 MB) need not travel (nor fit beside).
 #   qn = 2026-12-08_wide_q_compact.patch + 2026-12-09_narrow_q_compact.patch: the wide and the narrow
 #        fp8 kernels' per-sequence query sections in compact code (NOTES items 85 e-f, 86). They
 #        touch different kernels (fp8_wide.cu, fp8_narrow.cu), so one tree serves both: the wide

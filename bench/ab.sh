@@ -35,8 +35,10 @@ for v in "${VARIANTS[@]}"; do
   # machine's session (e.g. `bash bench/ab.sh 0 ...` builds only; tests can run on /tmp/ab_NAME
   # before the timing); a build of other sources under that name (say base=. after a landing) is
   # built again.
-  [[ -n ${AB_REUSE:-} && -d /tmp/ab_$name/jaxpaged && $(cat "/tmp/ab_$name/.tree_hash" 2>/dev/null) == "$hash" ]] &&
+  if [[ -n ${AB_REUSE:-} && -d /tmp/ab_$name/jaxpaged && $(cat "/tmp/ab_$name/.tree_hash" 2>/dev/null) == "$hash" ]]; then
+    echo "reused $name (${hash:0:12})"
     continue
+  fi
   # AB_PREBUILT=DIR (carried; made here by bench/prebuild.sh): a build of these same sources from
   # DIR is unpacked instead of building, if it imports with CUDA handlers.
   if [[ -n ${AB_PREBUILT:-} ]] && prebuilt_use "$name" "$src" "$AB_PREBUILT"; then
@@ -45,6 +47,7 @@ for v in "${VARIANTS[@]}"; do
   fi
   # (pip's --target leaves an existing package folder in place: the old build goes first)
   rm -rf "/tmp/ab_$name"
+  echo "building $name here (${hash:0:12}; $(toolchain))"
   { python3 -m pip install --no-build-isolation --no-deps --target "/tmp/ab_$name" "$src" \
       > "$OUT/build_$name.log" 2>&1 && echo "$hash" > "/tmp/ab_$name/.tree_hash"; } || echo "BUILD FAILED: $name" &
 done

@@ -7,7 +7,8 @@
 # the GPU machine's Python minor (3.12) and jax (0.11.2), e.g. `python3.12 -m venv /tmp/py312 &&
 # /tmp/py312/bin/pip install jax==0.11.2 jaxlib==0.11.2 nanobind scikit-build-core cmake ninja`),
 # packed into PREBUILT (default .prebuilt, git-ignored: `echo /.prebuilt/ >> .git/info/exclude`) as
-# NAME.tar.xz (~6.5 MB) + NAME.hash. A variant whose tree hash is already there is skipped.
+# NAME.tar.xz (~6.5 MB) + NAME.toolchain + NAME.hash. A variant whose NAME.hash is its tree's is
+# skipped.
 # On the device: carry .prebuilt and run ab.sh with AB_PREBUILT=.prebuilt; a variant whose tree
 # differs from the one it was built from, or whose module does not import there, is built there
 # as before. Carry .whlmin (pytest-xdist, execnet) instead of .whl where no peer runs: .whl's
@@ -39,7 +40,11 @@ for v in "$@"; do
     exit 1
   fi
   find "$WORK/ab_$name" -name __pycache__ -prune -exec rm -rf {} +
-  tar -C "$WORK" -cf - "ab_$name" | xz -T0 -6 > "$PREBUILT/$name.tar.xz" && echo "$h" > "$PREBUILT/$name.hash"
+  # (the hash last: an archive cut short is never found)
+  rm -f "$PREBUILT/$name.hash"
+  tar -C "$WORK" -cf - "ab_$name" | xz -T0 -6 > "$PREBUILT/$name.tar.xz.tmp" &&
+    mv "$PREBUILT/$name.tar.xz.tmp" "$PREBUILT/$name.tar.xz" && toolchain > "$PREBUILT/$name.toolchain" &&
+    echo "$h" > "$PREBUILT/$name.hash" || { echo "$name: PACKING FAILED"; exit 1; }
   echo "$name: built in $(( $(date +%s) - t0 )) s, $(du -h "$PREBUILT/$name.tar.xz" | cut -f1) (${h:0:12})"
 done
 du -ch "$PREBUILT"/*.tar.xz | tail -1

@@ -75,7 +75,7 @@ left() { echo $(( $1 - ($(date +%s) - start) )); }
 case ${PART:-1} in
 1)
   AB_REUSE=1 OUT=$OUT timeout 280 bash bench/ab.sh 0 "${QN[@]}" "${EC[1]}" > "$OUT/ab_build.log" 2>&1
-  grep -E "BUILD|PATCH|builds|prebuilt" "$OUT/ab_build.log" | cut -c1-150 | head -6
+  grep -E "BUILD|PATCH|builds|prebuilt|building|reused" "$OUT/ab_build.log" | cut -c1-150 | head -10
   bitwise qn wide_bitwise.py narrow_bitwise.py &
   bitwise ec wgmma_bitwise.py &
   wait
@@ -90,7 +90,7 @@ case ${PART:-1} in
   ;;
 3)
   AB_REUSE=1 OUT=$OUT timeout 200 bash bench/ab.sh 0 "${SEE[@]}" > "$OUT/ab_build.log" 2>&1
-  grep -E "BUILD|PATCH|builds|prebuilt" "$OUT/ab_build.log" | cut -c1-150 | head -4
+  grep -E "BUILD|PATCH|builds|prebuilt|building|reused" "$OUT/ab_build.log" | cut -c1-150 | head -10
   tests see 240 tests/test_fp8.py tests/test_mla_sparse.py -k mla -n 12
   (($? == 124)) && { echo "see: no timing after a cut test run"; echo "total $(( $(date +%s) - start )) s"; exit 0; }
   WB=/tmp/ab_src_see/$E/wide_bitwise.py
@@ -103,7 +103,7 @@ case ${PART:-1} in
   ;;
 4)
   AB_REUSE=1 OUT=$OUT timeout 200 bash bench/ab.sh 0 "${SK[@]}" > "$OUT/ab_build.log" 2>&1
-  grep -E "BUILD|PATCH|builds|prebuilt" "$OUT/ab_build.log" | cut -c1-150 | head -4
+  grep -E "BUILD|PATCH|builds|prebuilt|building|reused" "$OUT/ab_build.log" | cut -c1-150 | head -10
   tests sk 220 tests/test_plan.py tests/test_mla_decode.py tests/test_mla_sparse.py tests/test_fp8.py -k "plan or mla" -n 12
   (($? == 124)) && { echo "sk: no timing after a cut test run"; echo "total $(( $(date +%s) - start )) s"; exit 0; }
   bitwise sk wide_bitwise.py
@@ -116,7 +116,7 @@ one)
     TA="tests/test_fp8.py tests/test_mla_sparse.py"
   else VS=("${EC[@]}") BWS=wgmma_bitwise.py CF=${CF:-$EC_CF} TA="tests/test_mla_decode.py tests/test_mla_sparse.py tests/test_fp8.py"; fi
   AB_REUSE=1 OUT=$OUT timeout 200 bash bench/ab.sh 0 "${VS[@]}" > "$OUT/ab_build.log" 2>&1
-  grep -E "BUILD|PATCH|builds|prebuilt" "$OUT/ab_build.log" | cut -c1-150 | head -4
+  grep -E "BUILD|PATCH|builds|prebuilt|building|reused" "$OUT/ab_build.log" | cut -c1-150 | head -10
   bitwise "$V" $BWS
   grep -E "^==|DIFFERS|bitwise|Error|cut\)" "$OUT/bitwise_$V.log" | sort | uniq -c | head -12
   ab "$V" 170 "${VS[@]}" -- --ours-step --only $CF

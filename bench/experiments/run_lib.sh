@@ -152,9 +152,11 @@ sanitize_mla() {
 build_with_sanitizer() {
   local name=$1 ab_pid
   shift
+  rm -f "/tmp/ab_src_$name/.ab_tree_ready"
   OUT=$OUT/ab timeout 300 bash bench/ab.sh 0 "$@" > "$OUT/ab_build.log" 2>&1 &
   ab_pid=$!
-  sleep 8  # (ab.sh has copied and patched the trees)
+  local i  # (until ab.sh has copied and patched NAME's tree)
+  for ((i = 0; i < 120 && ! -e /tmp/ab_src_$name/.ab_tree_ready; ++i)); do sleep 0.5; done
   sanitizer_build "$name"
   wait $ab_pid
   grep -E "builds|FAILED" "$OUT/ab_build.log"

@@ -25,7 +25,7 @@
 #     to the plan's) - build, the MLA cases incl. test_plan.py, wide_bitwise.py against base (must
 #     be equal: same schedule), two rounds base/sk on three configs (ours_ms is the call without a
 #     plan, ours_plan_ms with one: the gap between them is what sk should close).
-#   PART=one V=qn|ec (~450 s, a short budget): one patch in one call - build, bitwise, A/B first on
+#   PART=one V=qn|ec|sk (~450 s, a short budget): one patch in one call - build, bitwise, A/B first on
 #     CF (default its configs) then its tests in what is left (ONE_END, default 560 s).
 set -uo pipefail
 source bench/experiments/run_lib.sh
@@ -38,6 +38,7 @@ SK=(base=. sk=patch:$E/2026-12-09_mla_schedule_in_kernel.patch)
 QN_CF="sparse_fp8math_h128_b64_topk2048 mla_656fp8math_h128_b64_ctx4k mla_fp8_h16_b128_ctx4k"
 EC_CF="mla_h128_b64_ctx4k mla_h64_b128_ctx4k"
 SEE_CF="mla_fp8math_h128_b64_ctx4k mla_656fp8math_h128_b64_ctx4k"
+SK_CF="mla_h128_b64_ctx4k mla_fp8math_h128_b64_ctx4k sparse_fp8math_h128_b64_topk2048"
 # bitwise V SCRIPT...: each script of V's tree saved on base's build, then compared on V's
 bitwise() {
   local v=$1 s
@@ -108,19 +109,23 @@ case ${PART:-1} in
   (($? == 124)) && { echo "sk: no timing after a cut test run"; echo "total $(( $(date +%s) - start )) s"; exit 0; }
   bitwise sk wide_bitwise.py
   grep -E "^==|DIFFERS|bitwise|Error" "$OUT/bitwise_sk.log" | cut -c1-140 | head -8
-  ab sk "$(left 585)" "${SK[@]}" -- --ours-step --only mla_h128_b64_ctx4k mla_fp8math_h128_b64_ctx4k \
-    sparse_fp8math_h128_b64_topk2048
+  ab sk "$(left 585)" "${SK[@]}" -- --ours-step --only $SK_CF
   ;;
 one)
-  if [[ $V == qn ]]; then VS=("${QN[@]}") BWS="wide_bitwise.py narrow_bitwise.py" CF=${CF:-$QN_CF} \
-    TA="tests/test_fp8.py tests/test_mla_sparse.py"
-  else VS=("${EC[@]}") BWS=wgmma_bitwise.py CF=${CF:-$EC_CF} TA="tests/test_mla_decode.py tests/test_mla_sparse.py tests/test_fp8.py"; fi
+  K=mla
+  case $V in
+  qn) VS=("${QN[@]}") BWS="wide_bitwise.py narrow_bitwise.py" CF=${CF:-$QN_CF} TA="tests/test_fp8.py tests/test_mla_sparse.py" ;;
+  ec) VS=("${EC[@]}") BWS=wgmma_bitwise.py CF=${CF:-$EC_CF} TA="tests/test_mla_decode.py tests/test_mla_sparse.py tests/test_fp8.py" ;;
+  sk) VS=("${SK[@]}") BWS=wide_bitwise.py CF=${CF:-$SK_CF} K="plan or mla"  # (its bitwise: against base, must be equal)
+    TA="tests/test_plan.py tests/test_mla_decode.py tests/test_mla_sparse.py tests/test_fp8.py" ;;
+  *) echo "V: qn, ec or sk"; exit 1 ;;
+  esac
   AB_REUSE=1 OUT=$OUT timeout 200 bash bench/ab.sh 0 "${VS[@]}" > "$OUT/ab_build.log" 2>&1
   grep -E "BUILD|PATCH|builds|prebuilt|building|reused" "$OUT/ab_build.log" | cut -c1-150 | head -10
   bitwise "$V" $BWS
   grep -E "^==|DIFFERS|bitwise|Error|cut\)" "$OUT/bitwise_$V.log" | sort | uniq -c | head -12
   ab "$V" 170 "${VS[@]}" -- --ours-step --only $CF
-  tests "$V" "$(left ${ONE_END:-560})" $TA -k mla -n 14
+  tests "$V" "$(left ${ONE_END:-560})" $TA -k "$K" -n 14
   ;;
 esac
 echo "total $(( $(date +%s) - start )) s"

@@ -29,27 +29,20 @@ for v in "${VARIANTS[@]}"; do
     patched_tree "$src" "${v#*=}" || { wait; exit 1; }
   fi
   TREE[$name]=$(cd "$src" && pwd)
-  # Each build is stamped with its tree's hash (/tmp/ab_NAME/.tree_hash).
-  hash=$(tree_hash "$src")
+  hash=$(tree_hash "$src")  # (each build is stamped with it: prebuilt_lib.sh)
   # AB_REUSE=1: keep a variant already built from the same sources by an earlier ab.sh in this
   # machine's session (e.g. `bash bench/ab.sh 0 ...` builds only; tests can run on /tmp/ab_NAME
   # before the timing); a build of other sources under that name (say base=. after a landing) is
   # built again.
-  if [[ -n ${AB_REUSE:-} && -d /tmp/ab_$name/jaxpaged && $(cat "/tmp/ab_$name/.tree_hash" 2>/dev/null) == "$hash" ]]; then
+  if [[ -n ${AB_REUSE:-} ]] && stamp_matches "/tmp/ab_$name" "$hash"; then
     echo "reused $name (${hash:0:12})"
     continue
   fi
   # AB_PREBUILT=DIR (carried; made here by bench/prebuild.sh): a build of these same sources from
   # DIR is unpacked instead of building, if it imports with CUDA handlers.
-  if [[ -n ${AB_PREBUILT:-} ]] && prebuilt_use "$name" "$src" "$AB_PREBUILT"; then
-    echo "$hash" > "/tmp/ab_$name/.tree_hash"
-    continue
-  fi
-  # (pip's --target leaves an existing package folder in place: the old build goes first)
-  rm -rf "/tmp/ab_$name"
+  [[ -n ${AB_PREBUILT:-} ]] && prebuilt_use "/tmp/ab_$name" "$hash" "$AB_PREBUILT" && continue
   echo "building $name here (${hash:0:12}; $(toolchain))"
-  { python3 -m pip install --no-build-isolation --no-deps --target "/tmp/ab_$name" "$src" \
-      > "$OUT/build_$name.log" 2>&1 && echo "$hash" > "/tmp/ab_$name/.tree_hash"; } || echo "BUILD FAILED: $name" &
+  stamped_build "/tmp/ab_$name" "$src" "$hash" "$OUT/build_$name.log" || echo "BUILD FAILED: $name" &
 done
 wait
 echo "builds: $(( $(date +%s) - start )) s"

@@ -33,9 +33,7 @@ for v in "$@"; do
     continue
   fi
   t0=$(date +%s)
-  rm -rf "$WORK/ab_$name"
-  if ! "$PY" -m pip install --no-build-isolation --no-deps --target "$WORK/ab_$name" "$src" \
-      > "$WORK/build_$name.log" 2>&1; then
+  if ! BUILD_PY=$PY stamped_build "$WORK/ab_$name" "$src" "$h" "$WORK/build_$name.log"; then
     echo "$name: BUILD FAILED (log $WORK/build_$name.log)"
     exit 1
   fi

@@ -31,41 +31,57 @@ toolchain() {
   echo "$(nvcc --version 2>/dev/null | tail -1); archs ${JAXPAGED_CUDA_ARCHS:-90a}"
 }
 
-# prebuilt_use NAME TREE DIR: a build of TREE's sources from DIR (any DIR/*.tar.xz whose .hash is
-# TREE's hash, whatever its name) unpacked as /tmp/ab_NAME, if its module imports here with CUDA
-# handlers; else no /tmp/ab_NAME is left and it fails (the caller then builds). Says which.
+# A build folder (pip's --target) is stamped with the hash of the tree it was built from
+# (DEST/.tree_hash). stamp_matches DEST HASH: DEST holds a build stamped HASH.
+stamp_matches() {
+  [[ -d $1/jaxpaged && $(cat "$1/.tree_hash" 2>/dev/null) == "$2" ]]
+}
+
+# stamped_build DEST TREE HASH LOG: TREE built into DEST afresh (pip's --target leaves an existing
+# package folder in place, so the old one goes first) by BUILD_PY (default python3), within
+# BUILD_TIMEOUT seconds (default none), its output in LOG; stamped HASH if it succeeds.
+stamped_build() {
+  rm -rf "$1"
+  timeout "${BUILD_TIMEOUT:-0}" "${BUILD_PY:-python3}" -m pip install --no-build-isolation --no-deps --target "$1" "$2" \
+    > "$4" 2>&1 && echo "$3" > "$1/.tree_hash"
+}
+
+# prebuilt_use DEST HASH DIR: a build of the sources of tree hash HASH from DIR (any DIR/*.tar.xz
+# whose .hash is HASH, whatever its name) unpacked as DEST and stamped, if its module imports
+# here with CUDA handlers; else no DEST is left and it fails (the caller then builds). Says which.
 prebuilt_use() {
-  local name=$1 tree=$2 dir have f x built here
+  local dest=$1 have=$2 dir f x built here name=${1##*/}
+  name=${name#ab_}
   if ! dir=$(cd "$3" 2>/dev/null && pwd); then
     echo "prebuilt $name: no folder $3 (not carried?): building"
     return 1
   fi
-  have=$(tree_hash "$tree")
   f=$(grep -lx "$have" "$dir"/*.hash 2>/dev/null | head -1)
   if [[ -z $f || ! -f ${f%.hash}.tar.xz ]]; then
     echo "prebuilt $name: none of tree ${have:0:12}: building"
     return 1
   fi
-  x=/tmp/prebuilt_x_$name
-  rm -rf "$x" "/tmp/ab_$name" && mkdir -p "$x" || return 1
+  x=$dest.unpack
+  rm -rf "$x" "$dest" && mkdir -p "$x" || return 1
   # (tar's J needs an xz program; Python's tarfile reads xz without one)
   if ! { tar -C "$x" -xJf "${f%.hash}.tar.xz" 2>/dev/null ||
          python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "${f%.hash}.tar.xz" "$x"; } ||
-     ! mv "$x"/ab_* "/tmp/ab_$name"; then
+     ! mv "$x"/ab_* "$dest"; then
     echo "prebuilt $name: $(basename "${f%.hash}") did not unpack: building"
-    rm -rf "$x" "/tmp/ab_$name"
+    rm -rf "$x" "$dest"
     return 1
   fi
   rm -rf "$x"
   built=$(cat "${f%.hash}.toolchain" 2>/dev/null) here=$(toolchain)
   [[ $built == "$here" ]] || echo "prebuilt $name: NOTE built with '$built', this machine has '$here'"
-  if (cd /tmp && PYTHONPATH="/tmp/ab_$name" python3 -c \
+  if (cd /tmp && PYTHONPATH="$dest" python3 -c \
       "import jaxpaged._extension as e, sys; sys.exit(e.GPU_PLATFORM != 'CUDA' or not e.GPU_TARGETS)") \
-      > "/tmp/prebuilt_$name.log" 2>&1; then
+      > "$dest.import.log" 2>&1; then
+    echo "$have" > "$dest/.tree_hash"
     echo "prebuilt $name: used $(basename "${f%.hash}") (${have:0:12})"
     return 0
   fi
-  echo "prebuilt $name: $(basename "${f%.hash}") does not import here ($(tail -1 "/tmp/prebuilt_$name.log")): building"
-  rm -rf "/tmp/ab_$name"
+  echo "prebuilt $name: $(basename "${f%.hash}") does not import here ($(tail -1 "$dest.import.log")): building"
+  rm -rf "$dest"
   return 1
 }

@@ -14,15 +14,12 @@ export PYTHONUNBUFFERED=1
 PART=${PART:-1}
 source bench/prebuilt_lib.sh
 # /tmp/jp is kept only if built from this tree (a landing between the parts builds again); else a
-# carried build of it (bench/prebuild.sh's: carry .whl and its two files, e.g. .prebuilt/L.tar.xz
-# and .prebuilt/L.hash), else it is built here.
+# carried build of it (bench/prebuild.sh's: carry .whl and its files, e.g. .prebuilt/L.tar.xz,
+# .prebuilt/L.hash and .prebuilt/L.toolchain), else it is built here.
 hash=$(tree_hash .)
-[[ $(cat /tmp/jp/.tree_hash 2>/dev/null) == "$hash" ]] || rm -rf /tmp/jp
-[[ ! -d /tmp/jp/jaxpaged ]] && prebuilt_use jp . "$AB_PREBUILT" && mv /tmp/ab_jp /tmp/jp && echo "$hash" > /tmp/jp/.tree_hash
-if [[ ! -d /tmp/jp/jaxpaged ]]; then
-  JAXPAGED_CUDA_ARCHS=90a timeout 240 python3 -m pip install --no-build-isolation --no-deps --target /tmp/jp . \
-    > /tmp/build.log 2>&1 || { tail -20 /tmp/build.log; echo "BUILD FAILED"; exit 1; }
-  echo "$hash" > /tmp/jp/.tree_hash
+if ! stamp_matches /tmp/jp "$hash" && ! prebuilt_use /tmp/jp "$hash" "$AB_PREBUILT"; then
+  JAXPAGED_CUDA_ARCHS=90a BUILD_TIMEOUT=240 stamped_build /tmp/jp . "$hash" /tmp/build.log ||
+    { tail -20 /tmp/build.log; echo "BUILD FAILED"; exit 1; }
   echo "build: $(( $(date +%s) - start )) s"
 fi
 R=$(pwd)

@@ -175,6 +175,13 @@ __device__ __forceinline__ uint32_t wide_e4m3x2(float x0, float x1) {
   asm("cvt.rn.satfinite.e4m3x2.f32 %0, %2, %1;\n" : "=h"(d) : "f"(x0), "f"(x1));
   return d;
 }
+// kF8: the larger of each of two bf16 pairs (__hmax2's max.bf16x2: a NaN gives the other operand,
+// two give NaN; subnormals compare as they are).
+__device__ __forceinline__ uint32_t wide_bf16x2_max(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("max.bf16x2 %0, %1, %2;\n" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
 // kF8: O^T's A fragment of one k32 step (32 tokens) from an ldmatrix x4 .trans of the raw tile
 // (raw[q]: tokens 8 q + 2c, + 1 x columns 2g, 2g + 1), the cache's bytes as they are: register 0
 // column 2g (M row g), register 1 column 2g + 1 (row g + 8), at k-positions 4c .. 4c + 3 (registers
@@ -324,52 +331,90 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
     named_barrier_sync(kWideBarBoth, 256);
     if constexpr (kF8) {
       // kF8: Q^T in e4m3, dims in their natural order (the raw tile's: dim d of row r at block d /
-      // 128, byte d % 128 of the row), five column blocks (the fifth's first 64 bytes: the rope).
-      // Four threads a row, its 18 chunks of 8 values loaded at once into registers.
-      const int r = tid / 4, sub = tid % 4;
+      // 128, byte d % 128 of the row), five column blocks (the fifth's first 64 bytes: the rope;
+      // kDF: the fifth holds the rope in bf16). Four threads a row, 18 chunks of 8 values each.
+      // Rolled loops over the chunks staged in shared memory: this code runs once a sequence from a
+      // cold instruction cache, where its size is its time (unrolled from registers it took 11-13k
+      // cycles a block, ~18 KB of code). Row r's 1152 raw bytes go to its 128-byte lines of nine
+      // column blocks - Q^T's nine (kF8), or Q^T's first four, P^T's four (free until the sequence's
+      // first pair) and Q^T's fifth (kDF: the rope's raw chunks where its bf16 goes) - chunk ch in
+      // line ch / 8 at 16-byte unit ch % 8, swizzled as Q^T. The e4m3 of chunks 4i .. 4i + 3 (loop
+      // step i) lands on raw chunks 2i and 2i + 1, read by then (step i / 2; a row is one warp's).
+      const int lt = wide_launder(tid);  // (this section's addresses are computed here, not kept in registers)
+      const int r = lt / 4, sub = lt % 4;
       const bool live = row0 + r < rows_per_b;
       const int64_t gq = int64_t(b) * rows_per_b + (live ? row0 + r : 0);
-      uint4 v[18];
-#pragma unroll
-      for (int i = 0; i < 18; ++i) {
-        const int ch = sub + 4 * i;
-        v[i] = make_uint4(0, 0, 0, 0);
-        if (live) {
-          v[i] = ch < 64 ? *reinterpret_cast<const uint4*>(q_nope + gq * kMlaLatentDim + ch * 8)
-                         : *reinterpret_cast<const uint4*>(q_pe + gq * kMlaRopeDim + (ch - 64) * 8);
-        }
+      // Step i's raw chunk (sub + 4i: line i / 2, unit sub + 4 (i % 2)) and its e4m3's 8 bytes (block
+      // i / 4, unit 2 (i % 4) + sub / 2, byte 8 (sub % 2)): sw128_offset's XOR, taken apart.
+      unsigned char* const row_q = base + S::kQ + 128 * r;
+      const uint32_t raw_unit = 16u * (uint32_t(sub) ^ uint32_t(r % 8));
+      const uint32_t out_unit = (16u * (uint32_t(sub / 2) ^ uint32_t(r % 8))) | (8u * uint32_t(sub % 2));
+      auto raw_at = [&](uint32_t i) -> unsigned char* {
+        const uint32_t line = i / 2;
+        const int shift = !kDF || line < 4 ? 0 : line < 8 ? S::kPt - S::kQ - 4 * S::kBlock : -4 * S::kBlock;
+        return row_q + line * S::kBlock + shift + (raw_unit ^ (64u * (i % 2)));
+      };
+      auto out_at = [&](uint32_t i) { return row_q + (i / 4) * S::kBlock + (out_unit ^ (32u * (i % 4))); };
+      // All 18 chunks by cp.async at once, zeros for rows past the sequence's (one round of global
+      // latency; a rolled loop, as the 16-bit path's).
+      const T* src = q_nope + gq * kMlaLatentDim + 8 * sub;
+#pragma unroll 1
+      for (uint32_t i = 0; i < 18; ++i, src += 32) {
+        if (i == 16) src = q_pe + gq * kMlaRopeDim + 8 * sub;
+        cp_async_16(raw_at(i), src, live);
       }
-      float mx = 0.f;
-#pragma unroll
-      for (int i = 0; i < 18; ++i) {
-        const uint32_t w4[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
-#pragma unroll
-        for (int kq = 0; kq < 4; ++kq) {  // (fmaxf drops NaN: a NaN does not set the scale)
-          const float2 x = bf16x2_to_float2(w4[kq]);
-          mx = fmaxf(mx, fmaxf(fabsf(x.x), fabsf(x.y)));
-        }
+      cp_async_commit();
+      cp_async_wait<0>();  // (this thread's own chunks: it alone reads them back before the loop below)
+      // The row's largest |value| over bf16 pairs: sign bits cleared, max.bf16x2 (as fmaxf, a NaN
+      // gives the other operand; the 0 start keeps NaN out), then the larger of the two as a float -
+      // the same float as the maximum over the values converted one by one.
+      uint32_t m2 = 0;
+#pragma unroll 1
+      for (uint32_t i = 0; i < 18; ++i) {
+        const uint4 v = *reinterpret_cast<const uint4*>(raw_at(i));
+        m2 = wide_bf16x2_max(m2, v.x & 0x7FFF7FFFu);
+        m2 = wide_bf16x2_max(m2, v.y & 0x7FFF7FFFu);
+        m2 = wide_bf16x2_max(m2, v.z & 0x7FFF7FFFu);
+        m2 = wide_bf16x2_max(m2, v.w & 0x7FFF7FFFu);
       }
+      const float2 m = bf16x2_to_float2(m2);
+      float mx = fmaxf(m.x, m.y);
       mx = fmaxf(mx, gpu::shfl_xor(mx, 1));
       mx = fmaxf(mx, gpu::shfl_xor(mx, 2));
-      const int k = e4m3_query_exponent(mx);  // (the row's largest |value| into (224, 448])
-      const float f = ldexpf(1.f, k);
+      // k = e4m3_query_exponent(mx) (the row's largest |value| into (224, 448]; 0 for a zero or
+      // infinite row) in integer steps: a finite mx > 0 of biased exponent E >= 9 times 2^(135 - E)
+      // lies in [256, 512), past 448 iff its fraction is past 0.75; E <= 8 takes the cap, 126
+      // (mx 2^126 < 2^E <= 256). So k is in [-120, 126], and exp2_of(k), exp2_of(-k) are ldexpf's.
+      int k = 0;
+      if (mx > 0.f && mx != INFINITY) {
+        const uint32_t bits = __float_as_uint(mx);
+        const int e = int(bits >> 23);
+        k = e <= 8 ? 126 : 135 - e - int((bits & 0x7FFFFFu) > 0x600000u);
+      }
+      const float f = exp2_of(k);
       if (sub == 0) {
-        sQk[r] = qk_base * ldexpf(1.f, -k);
+        sQk[r] = qk_base * exp2_of(-k);
         sM[r] = -INFINITY;  // (parity 0: the sequence's first pair reads it)
       }
-#pragma unroll
-      for (int i = 0; i < 18; ++i) {
-        const int ch = sub + 4 * i;
-        const uint32_t w4[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
-        if (kDF && i >= 16) {  // kDF: the rope bf16 x 2^k (exact), natural order, in the fifth block
+      // e4m3 has no infinity: an infinite value becomes NaN, as its scores would. Only a row whose
+      // maximum is inf holds one (mx is fmaxf's; the other rows' x f stay within 448), so the check
+      // runs only in a warp holding such a row (a branch, rarely taken, where it cost 2 instructions
+      // a value).
+      const bool any_inf = gpu::any(mx == INFINITY);
+#pragma unroll 1
+      for (uint32_t i = 0; i < 18; ++i) {
+        unsigned char* at = raw_at(i);
+        const uint4 v = *reinterpret_cast<const uint4*>(at);
+        const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
+        __syncwarp();  // (the row's four threads have read this step's raw chunks, which its e4m3 may cover)
+        if (kDF && i >= 16) {  // kDF: the rope bf16 x 2^k (exact), natural order, in place in the fifth block
           uint32_t h[4];
 #pragma unroll
           for (int q = 0; q < 4; ++q) {
             const float2 x = bf16x2_to_float2(w4[q]);
             h[q] = pack2<gpu_bf16>(x.x * f, x.y * f);
           }
-          *reinterpret_cast<uint4*>(base + S::kQ + 4 * S::kBlock + sw128_offset(r, ch - 64)) =
-              make_uint4(h[0], h[1], h[2], h[3]);
+          *reinterpret_cast<uint4*>(at) = make_uint4(h[0], h[1], h[2], h[3]);
           continue;
         }
         uint32_t packed[2];
@@ -382,15 +427,15 @@ __device__ __forceinline__ void mla_fp8_wide_body(const MlaDecodeParams& p, int 
             x[2 * e] = y.x * f;
             x[2 * e + 1] = y.y * f;
           }
+          if (any_inf) {
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {  // (e4m3 has no infinity: an infinite value becomes NaN, as its scores would)
-            if (fabsf(x[e]) == INFINITY) x[e] = __int_as_float(0x7FFFFFFF);
+            for (int e = 0; e < 4; ++e) {
+              if (fabsf(x[e]) == INFINITY) x[e] = __int_as_float(0x7FFFFFFF);
+            }
           }
           packed[h] = wide_e4m3x2(x[0], x[1]) | (wide_e4m3x2(x[2], x[3]) << 16);
         }
-        const int col = 8 * ch;
-        *reinterpret_cast<uint2*>(base + S::kQ + (col / 128) * S::kBlock + sw128_offset(r, (col % 128) / 16) +
-                                  col % 16) = make_uint2(packed[0], packed[1]);
+        *reinterpret_cast<uint2*>(out_at(i)) = make_uint2(packed[0], packed[1]);
       }
     } else {
       const int r = tid / 4, sub = tid % 4;

@@ -305,9 +305,12 @@ struct MlaComputeWarpgroup {
         return reinterpret_cast<uint4*>(base + S::kQ + cb * S::kColBlockBytes + sw128_offset(h ? r_hi : r_lo, wg * 4 + lane % 4));
       };
       float mx[2] = {0.f, 0.f};
+      // (the column blocks in rolled loops: this runs once a sequence, its code fetched cold, and
+      // unrolled the two passes were ~11 KB; see epilogue.cuh. With h outside, ptxas keeps the
+      // pair loop's registers as unrolled; with cb outside it recomputed store_p's addresses there.)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-#pragma unroll
+#pragma unroll 1
         for (int cb = 0; cb < S::kColBlocks; ++cb) {
           const uint4 v = *chunk(h, cb);
           const uint32_t w4[4] = {v.x, v.y, v.z, v.w};
@@ -336,7 +339,7 @@ struct MlaComputeWarpgroup {
       }
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-#pragma unroll
+#pragma unroll 1
         for (int cb = 0; cb < S::kColBlocks; ++cb) {
           uint4* at = chunk(h, cb);
           const uint4 v = *at;

@@ -59,14 +59,17 @@ __device__ __forceinline__ void quad_transpose4(uint32_t (&v)[4], int q) {
 
 #if defined(JP_HAVE_WGMMA)  // the sm_90a device pass (wgmma.cuh)
 // l: this thread's shares of its rows' sums; m: their final maxima (log2 domain); o: its half of
-// the rows' outputs; bad: a page id of this warpgroup's tiles was out of range (the whole
-// sequence then comes out NaN).
+// the rows' outputs (a row that saw no key is zeroed here); bad: a page id of this warpgroup's
+// tiles was out of range (the whole sequence then comes out NaN).
 // kAnyBarrier: the warpgroups run different code (the split schedule), so they meet at a
 // non-.aligned barrier.
+// This code runs once a sequence, so it is fetched cold (from L2, ~1.6 bytes a cycle): it is kept
+// short - each row's factor once before the stores, whole and cut sequences in separate loops, a
+// few instructions a value (the wide kernel's epilogue, 608c3be, NOTES item 84 h).
 template <typename T, typename W, bool kAnyBarrier = false>
 __device__ __forceinline__ void mla_store_sequence(const W& w, const MlaSchedule& s,
                                                    int part, int b, MlaRowPair& l, const MlaRowPair& m,
-                                                   const float (&o)[128], bool& bad, float* __restrict__ ws_out,
+                                                   float (&o)[128], bool& bad, float* __restrict__ ws_out,
                                                    float* __restrict__ ws_lse) {
 #pragma unroll
   for (int off = 1; off <= 2; off *= 2) {
@@ -83,54 +86,64 @@ __device__ __forceinline__ void mla_store_sequence(const W& w, const MlaSchedule
   const bool whole = s.seq_pieces[b] == 1;
   const int slot = whole ? 0 : mla_piece_slot(s, part, b);
   const int q = w.lane % 4;  // the lane's place in its quad (the four lanes of a row)
+  // (a quad's lanes share their rows: their sums, maxima and so factors are the same bits)
+  const bool live_lo = w.row0 + w.r_lo < w.rows_per_b, live_hi = w.row0 + w.r_hi < w.rows_per_b;
+  const MlaRowFactor f_lo = mla_row_factor(sum_lo, w.out_scale, bad);
+  const MlaRowFactor f_hi = mla_row_factor(sum_hi, w.out_scale, bad);
+  // A row that saw no key (keep 0: an empty sequence or piece, a causal row before its first key)
+  // has its o zeroed here, in a branch a warp takes only when it holds one: its inv is then 0 and
+  // o x inv = +0, mla_row_output's value, so the stores below multiply alone (no AND a value).
+  if (gpu::any((f_lo.keep & f_hi.keep) == 0u)) {
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int r = half ? w.r_hi : w.r_lo;
-    // (a quad's lanes share their rows, and every lane takes part in the exchanges below)
-    const bool live = w.row0 + r < w.rows_per_b;
-    const float sum = half ? sum_hi : sum_lo;
-    const MlaRowFactor f = mla_row_factor(sum, w.out_scale, bad);
-    const int64_t row = int64_t(b) * w.rows_per_b + w.row0 + r;
-    const int64_t ws_row = int64_t(slot) * w.rows_per_b + w.row0 + r;
-    // A lane holds columns 8 j + 2 q and + 1 of its rows (j = 0..31, of its warpgroup's 256).
-    // Written as they are, a warp's store covers 16 bytes (bf16) or 32 (float) of each of 8
-    // rows; the quad first exchanges values so that each store covers 64 contiguous bytes of a
-    // row in 16 bytes a lane (whole 32-byte sectors, a quarter or half the store instructions).
-    if (whole) {
-      T* dst = static_cast<T*>(w.p.out) + row * kMlaLatentDim + 256 * w.wg;
+    for (int i = 0; i < 128; ++i) {
+      if (((i % 4) < 2 ? f_lo.keep : f_hi.keep) == 0u) o[i] = 0.f;
+    }
+  }
+  // A lane holds columns 8 j + 2 q and + 1 of its rows (j = 0..31, of its warpgroup's 256), o[4 j
+  // + 2 half] and + 1 (half 0: row r_lo, 1: r_hi).
+  if (whole) {
+    // Lanes q and q ^ 1 swap a word per two j (one shuffle, three selects): the even one keeps j =
+    // 2 jp's pair and takes its partner's, the odd one the same for j = 2 jp + 1, so each lane
+    // stores four consecutive columns (8 bytes) and a quad's store covers a row's 32-byte sector.
+    // (NOTES item 55 c's 4 x 4 transpose to 16-byte stores took twice the instructions a value,
+    // and nvcc 13.0 split those stores into 4-byte ones.)
+    const bool odd = q & 1;
+    T* out = static_cast<T*>(w.p.out) + (int64_t(b) * w.rows_per_b + w.row0) * kMlaLatentDim + 256 * w.wg + 8 * odd +
+             4 * (q >> 1);
 #pragma unroll
-      for (int jg = 0; jg < 8; ++jg) {  // columns 32 jg .. 32 jg + 31
-        uint32_t v[4];
+    for (int half = 0; half < 2; ++half) {
+      const float inv = half ? f_hi.inv : f_lo.inv;
+      const bool live = half ? live_hi : live_lo;  // (every lane takes part in the shuffles)
+      T* dst = out + (half ? w.r_hi : w.r_lo) * kMlaLatentDim;
 #pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          const int j = 4 * jg + k;
-          v[k] = pack2<T>(mla_row_output(o[4 * j + 2 * half], f), mla_row_output(o[4 * j + 2 * half + 1], f));
-        }
-        quad_transpose4(v, q);  // now columns 8 (4 jg + q) .. + 7
-        if (live) *reinterpret_cast<uint4*>(dst + 8 * (4 * jg + q)) = make_uint4(v[0], v[1], v[2], v[3]);
-      }
-    } else {
-      float* dst = ws_out + ws_row * kMlaLatentDim + 256 * w.wg;
-      const bool odd = q & 1;
-#pragma unroll
-      for (int jp = 0; jp < 16; ++jp) {  // columns 16 jp .. 16 jp + 15 (j = 2 jp, 2 jp + 1)
-        const float2 e0 = make_float2(mla_row_output(o[8 * jp + 2 * half], f),
-                                      mla_row_output(o[8 * jp + 2 * half + 1], f));
-        const float2 e1 = make_float2(mla_row_output(o[8 * jp + 4 + 2 * half], f),
-                                      mla_row_output(o[8 * jp + 4 + 2 * half + 1], f));
-        // Lanes q and q ^ 1 swap: the even one keeps j = 2 jp's pair and takes its partner's,
-        // the odd one the same for j = 2 jp + 1 - four consecutive columns each.
-        const float2 send = odd ? e0 : e1;
-        const float2 got = make_float2(gpu::shfl_xor(send.x, 1), gpu::shfl_xor(send.y, 1));
-        const float4 val = odd ? make_float4(got.x, got.y, e1.x, e1.y) : make_float4(e0.x, e0.y, got.x, got.y);
-        if (live) *reinterpret_cast<float4*>(dst + 8 * (2 * jp + odd) + 4 * (q >> 1)) = val;
+      for (int jp = 0; jp < 16; ++jp) {  // columns 16 jp .. 16 jp + 15
+        const uint32_t w0 = pack2<T>(o[8 * jp + 2 * half] * inv, o[8 * jp + 2 * half + 1] * inv);
+        const uint32_t w1 = pack2<T>(o[8 * jp + 4 + 2 * half] * inv, o[8 * jp + 4 + 2 * half + 1] * inv);
+        const uint32_t got = gpu::shfl_xor(odd ? w0 : w1, 1);
+        if (live) *reinterpret_cast<uint2*>(dst + 16 * jp) = odd ? make_uint2(got, w1) : make_uint2(w0, got);
       }
     }
-    if (live && w.wg == 0 && q == 0) {
-      const float mrow = half ? m.hi : m.lo;
-      const float lse = mla_row_lse(mrow, sum, bad);
-      if (whole) w.p.lse[row] = lse;
-      else ws_lse[ws_row] = lse;
+  } else {
+    // Float pairs as they are: a quad's 8-byte stores already cover a row's 32-byte sector.
+    float* out = ws_out + (int64_t(slot) * w.rows_per_b + w.row0) * kMlaLatentDim + 256 * w.wg + 2 * q;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      if (!(half ? live_hi : live_lo)) continue;
+      const float inv = half ? f_hi.inv : f_lo.inv;
+      float* dst = out + (half ? w.r_hi : w.r_lo) * kMlaLatentDim;
+#pragma unroll
+      for (int j = 0; j < 32; ++j) {
+        *reinterpret_cast<float2*>(dst + 8 * j) = make_float2(o[4 * j + 2 * half] * inv, o[4 * j + 2 * half + 1] * inv);
+      }
+    }
+  }
+  // Each row's lse once: lane 0 of a quad in warpgroup 0 for row r_lo, lane 1 for r_hi.
+  if (w.wg == 0 && q < 2) {
+    const bool hi = q == 1;
+    const int r = hi ? w.r_hi : w.r_lo;
+    if (w.row0 + r < w.rows_per_b) {
+      float* lse = whole ? w.p.lse + int64_t(b) * w.rows_per_b : ws_lse + int64_t(slot) * w.rows_per_b;
+      lse[w.row0 + r] = mla_row_lse(hi ? m.hi : m.lo, hi ? sum_hi : sum_lo, bad);
     }
   }
 }

@@ -91,6 +91,7 @@ __device__ __forceinline__ void mla_split_compute(const MlaDecodeParams& p, cons
     float o[128];
 #pragma unroll
     for (int i = 0; i < 128; ++i) o[i] = 0.f;
+    w.settle_o(o);  // (zeroed once: the seesaw schedule's note below)
     float sacc[32];
     if constexpr (kRole == 0) {
 #pragma unroll
@@ -280,6 +281,9 @@ __global__ void __launch_bounds__(kMlaWgThreads, 1)
       float o[128];
 #pragma unroll
       for (int i = 0; i < 128; ++i) o[i] = 0.f;
+      // (zeros as values, not constants: else ptxas zeroed o twice on a sequence's way into the
+      // pair loop - 128 moves, then 64 CS2R - 3 KB of once-a-sequence code)
+      w.settle_o(o);
       float sacc[32];
 #pragma unroll
       for (int i = 0; i < 32; ++i) sacc[i] = 0.f;

@@ -10,6 +10,8 @@
 #        touch different kernels (fp8_wide.cu, fp8_narrow.cu), so one tree serves both: the wide
 #        configs time qc, the h16 fp8 config times the narrow one.
 #   ec = 2026-12-08_mla_bf16_epilogue_compact.patch: the 16-bit wgmma kernel's epilogue (item 85 h).
+# Session 63 ran PART=1, 2 and 4 (NOTES item 88): qc and ec landed, narrow and sk did not; since then
+# PART=3 takes the seesaw rebased on the landed qc (2026-12-09_wide_seesaw_on_qc.patch).
 #   see = 2026-12-09_wide_seesaw.patch: the wide kernel's two warpgroups offset (item 86; changes
 #        kF8's and kDF dense's numerics - not bit-identical there - and can hang if wrong).
 # All three compact patches must leave every output bit-identical (wide_bitwise.py, narrow_bitwise.py,
@@ -33,7 +35,7 @@ use_peers
 export PYTHONUNBUFFERED=1
 QN=(base=. qn=patch:$E/2026-12-08_wide_q_compact.patch+$E/2026-12-09_narrow_q_compact.patch)
 EC=(base=. ec=patch:$E/2026-12-08_mla_bf16_epilogue_compact.patch)
-SEE=(base=. see=patch:$E/2026-12-09_wide_seesaw.patch)
+SEE=(base=. see=patch:$E/2026-12-09_wide_seesaw_on_qc.patch)  # (qc and ec landed: the seesaw rebased on them)
 SK=(base=. sk=patch:$E/2026-12-09_mla_schedule_in_kernel.patch)
 QN_CF="sparse_fp8math_h128_b64_topk2048 mla_656fp8math_h128_b64_ctx4k mla_fp8_h16_b128_ctx4k"
 EC_CF="mla_h128_b64_ctx4k mla_h64_b128_ctx4k"

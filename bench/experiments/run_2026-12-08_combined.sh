@@ -27,7 +27,9 @@
 #     to the plan's) - build, the MLA cases incl. test_plan.py, wide_bitwise.py against base (must
 #     be equal: same schedule), two rounds base/sk on three configs (ours_ms is the call without a
 #     plan, ours_plan_ms with one: the gap between them is what sk should close).
-#   PART=one V=qn|ec|sk (~450 s, a short budget): one patch in one call - build, bitwise, A/B first on
+#   sk2 = 2026-12-10_mla_schedule_in_kernel_capped_merge.patch: sk plus a merge grid capped near two
+#        blocks an SM in that mode (item 88 f's suspect: 4,096 waiting merge blocks); PART=one V=sk2.
+#   PART=one V=qn|ec|sk|sk2 (~450 s, a short budget): one patch in one call - build, bitwise, A/B first on
 #     CF (default its configs) then its tests in what is left (ONE_END, default 560 s).
 set -uo pipefail
 source bench/experiments/run_lib.sh
@@ -37,6 +39,7 @@ QN=(base=. qn=patch:$E/2026-12-08_wide_q_compact.patch+$E/2026-12-09_narrow_q_co
 EC=(base=. ec=patch:$E/2026-12-08_mla_bf16_epilogue_compact.patch)
 SEE=(base=. see=patch:$E/2026-12-09_wide_seesaw_on_qc.patch)  # (qc and ec landed: the seesaw rebased on them)
 SK=(base=. sk=patch:$E/2026-12-09_mla_schedule_in_kernel.patch)
+SK2=(base=. sk2=patch:$E/2026-12-10_mla_schedule_in_kernel_capped_merge.patch)
 QN_CF="sparse_fp8math_h128_b64_topk2048 mla_656fp8math_h128_b64_ctx4k mla_fp8_h16_b128_ctx4k"
 EC_CF="mla_h128_b64_ctx4k mla_h64_b128_ctx4k"
 SEE_CF="mla_fp8math_h128_b64_ctx4k mla_656fp8math_h128_b64_ctx4k"
@@ -120,7 +123,9 @@ one)
   ec) VS=("${EC[@]}") BWS=wgmma_bitwise.py CF=${CF:-$EC_CF} TA="tests/test_mla_decode.py tests/test_mla_sparse.py tests/test_fp8.py" ;;
   sk) VS=("${SK[@]}") BWS=wide_bitwise.py CF=${CF:-$SK_CF} K="plan or mla"  # (its bitwise: against base, must be equal)
     TA="tests/test_plan.py tests/test_mla_decode.py tests/test_mla_sparse.py tests/test_fp8.py" ;;
-  *) echo "V: qn, ec or sk"; exit 1 ;;
+  sk2) VS=("${SK2[@]}") BWS=wide_bitwise.py CF=${CF:-$SK_CF} K="plan or mla"  # (sk + the capped merge grid)
+    TA="tests/test_plan.py tests/test_mla_decode.py tests/test_mla_sparse.py tests/test_fp8.py" ;;
+  *) echo "V: qn, ec, sk or sk2"; exit 1 ;;
   esac
   AB_REUSE=1 OUT=$OUT timeout 200 bash bench/ab.sh 0 "${VS[@]}" > "$OUT/ab_build.log" 2>&1
   grep -E "BUILD|PATCH|builds|prebuilt|building|reused" "$OUT/ab_build.log" | cut -c1-150 | head -10

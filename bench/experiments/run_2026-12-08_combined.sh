@@ -10,10 +10,10 @@
 #        touch different kernels (fp8_wide.cu, fp8_narrow.cu), so one tree serves both: the wide
 #        configs time qc, the h16 fp8 config times the narrow one.
 #   ec = 2026-12-08_mla_bf16_epilogue_compact.patch: the 16-bit wgmma kernel's epilogue (item 85 h).
-# Session 63 ran PART=1, 2 and 4 (NOTES item 88): qc and ec landed, narrow and sk did not; since then
-# PART=3 takes the seesaw rebased on the landed qc (2026-12-09_wide_seesaw_on_qc.patch).
 #   see = 2026-12-09_wide_seesaw.patch: the wide kernel's two warpgroups offset (item 86; changes
 #        kF8's and kDF dense's numerics - not bit-identical there - and can hang if wrong).
+# Session 63 ran PART=1, 2 and 4 (NOTES item 88): qc and ec landed, narrow and sk did not; since then
+# PART=3 takes the seesaw rebased on the landed qc (2026-12-09_wide_seesaw_on_qc.patch).
 # All three compact patches must leave every output bit-identical (wide_bitwise.py, narrow_bitwise.py,
 # wgmma_bitwise.py of the patched trees).
 #   PART=1 (~480 s): builds base (HEAD), qn, ec; the bit-for-bit checks; qn's and ec's MLA cases.
@@ -121,9 +121,8 @@ one)
   case $V in
   qn) VS=("${QN[@]}") BWS="wide_bitwise.py narrow_bitwise.py" CF=${CF:-$QN_CF} TA="tests/test_fp8.py tests/test_mla_sparse.py" ;;
   ec) VS=("${EC[@]}") BWS=wgmma_bitwise.py CF=${CF:-$EC_CF} TA="tests/test_mla_decode.py tests/test_mla_sparse.py tests/test_fp8.py" ;;
-  sk) VS=("${SK[@]}") BWS=wide_bitwise.py CF=${CF:-$SK_CF} K="plan or mla"  # (its bitwise: against base, must be equal)
-    TA="tests/test_plan.py tests/test_mla_decode.py tests/test_mla_sparse.py tests/test_fp8.py" ;;
-  sk2) VS=("${SK2[@]}") BWS=wide_bitwise.py CF=${CF:-$SK_CF} K="plan or mla"  # (sk + the capped merge grid)
+  sk | sk2) BWS=wide_bitwise.py CF=${CF:-$SK_CF} K="plan or mla"  # (its bitwise: against base, must be equal)
+    if [[ $V == sk ]]; then VS=("${SK[@]}"); else VS=("${SK2[@]}"); fi
     TA="tests/test_plan.py tests/test_mla_decode.py tests/test_mla_sparse.py tests/test_fp8.py" ;;
   *) echo "V: qn, ec, sk or sk2"; exit 1 ;;
   esac
